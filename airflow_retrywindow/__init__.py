@@ -1,0 +1,54 @@
+"""A pre-retry gate for Apache Airflow.
+
+Before a task runs again, the gate builds an explicit fixture from what Airflow
+knows and runs an offline decision model on it. It decides and explains; it never
+submits, cancels or observes an external job.
+
+Importing this package imports neither Airflow nor pendulum: the command line must
+start like a bare script. Every public name loads on first attribute access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "Budget": "airflow_retrywindow.budget",
+    "Deadline": "airflow_retrywindow.deadline",
+    "OutcomeUnknown": "airflow_retrywindow.failures",
+    "TerminalFailure": "airflow_retrywindow.failures",
+    "Work": "airflow_retrywindow.work",
+    "RetryWindowPolicy": "airflow_retrywindow.retry_policy",
+    "check_dag": "airflow_retrywindow.check",
+    "RetryWindowGateOperator": "airflow_retrywindow.operators.gate",
+    "RetryWindowSensor": "airflow_retrywindow.sensors.retry_window",
+}
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+if TYPE_CHECKING:
+    from airflow_retrywindow.budget import Budget
+    from airflow_retrywindow.check import check_dag
+    from airflow_retrywindow.deadline import Deadline
+    from airflow_retrywindow.failures import OutcomeUnknown, TerminalFailure
+    from airflow_retrywindow.operators.gate import RetryWindowGateOperator
+    from airflow_retrywindow.retry_policy import RetryWindowPolicy
+    from airflow_retrywindow.sensors.retry_window import RetryWindowSensor
+    from airflow_retrywindow.work import Work
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'airflow_retrywindow' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,47 @@
+"""DAG-integrity checks: find every task whose retry settings the gate cannot express.
+
+Use it in a DAG-integrity test so a bad setting fails in CI, not at 3 a.m.::
+
+    from airflow_retrywindow import check_dag
+
+    def test_retry_windows(dagbag):
+        for dag in dagbag.dags.values():
+            assert check_dag(dag) == []
+
+The provider also registers :func:`task_policy` as an Airflow cluster policy, so
+the DAG processor refuses such a DAG with the same message when it parses it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_retrywindow.retry_settings import UnsupportedRetrySettings
+
+
+def gated(task: Any) -> bool:
+    """``True`` when the task's retries go through a ``RetryWindowPolicy``."""
+    policy = getattr(task, "retry_policy", None)
+    # compare by module so plain DAGs never import the Airflow-facing classes
+    return policy is not None and type(policy).__module__ == "airflow_retrywindow.retry_policy"
+
+
+def task_problem(task: Any) -> str | None:
+    """Why the gate cannot express this task's retry settings, or ``None``."""
+    if not gated(task):
+        return None
+    try:
+        task.retry_policy.settings_of(task)
+    except UnsupportedRetrySettings as error:
+        return str(error)
+    return None
+
+
+def check_dag(dag: Any) -> list[str]:
+    """One message per gated task of ``dag`` whose retry settings the gate cannot express.
+
+    :param dag: an Airflow DAG.
+    :return: the messages, ``[]`` when every gated task is fine.
+    """
+    problems = (task_problem(task) for task in dag.tasks)
+    return [f"{dag.dag_id}: {problem}" for problem in problems if problem]

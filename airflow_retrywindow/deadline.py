@@ -1,0 +1,199 @@
+"""Delivery deadlines: when the output of a run is due.
+
+A deadline is a small strategy object resolved against the task context at
+decision time, so one DAG file serves every run. Choose one of the constructors::
+
+    Deadline.at(pendulum.datetime(2026, 12, 2, 6, tz="Europe/Lisbon"))
+    Deadline.after_data_interval_end(hours=6)
+    Deadline.after_data_interval_start(hours=30)
+    Deadline.daily_at("06:00", tz="Europe/Lisbon")
+    Deadline.computed(lambda context: ...)
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pendulum
+from pendulum.tz.exceptions import InvalidTimezone
+
+from airflow_retrywindow.clock import ClockError, require_aware
+
+_WALL_CLOCK = re.compile(r"(?P<hour>[01]\d|2[0-3]):(?P<minute>[0-5]\d)")
+
+
+class DeadlineError(ValueError):
+    """The deadline cannot be resolved for this run."""
+
+
+class Deadline(abc.ABC):
+    """When the delivery is due. Build one with a classmethod constructor."""
+
+    @abc.abstractmethod
+    def resolve(self, context: Mapping[str, Any]) -> pendulum.DateTime:
+        """The deadline of the run described by ``context``, an aware UTC datetime."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """How the deadline is defined, in words, for the evidence."""
+
+    @classmethod
+    def at(cls, when: datetime) -> Deadline:
+        """A fixed instant. Naive datetimes are refused.
+
+        :param when: a timezone-aware datetime.
+        """
+        try:
+            return _Fixed(require_aware(when, "deadline"))
+        except ClockError as error:
+            raise DeadlineError(str(error)) from None
+
+    @classmethod
+    def after_data_interval_end(cls, **offset: float) -> Deadline:
+        """An offset after the run's data interval end, e.g. ``hours=6``.
+
+        :param offset: ``timedelta`` keyword arguments (days, hours, minutes, seconds).
+        """
+        return _IntervalOffset("data_interval_end", _offset(offset))
+
+    @classmethod
+    def after_data_interval_start(cls, **offset: float) -> Deadline:
+        """An offset after the run's data interval start, e.g. ``hours=30``.
+
+        :param offset: ``timedelta`` keyword arguments (days, hours, minutes, seconds).
+        """
+        return _IntervalOffset("data_interval_start", _offset(offset))
+
+    @classmethod
+    def daily_at(cls, wall_clock: str, *, tz: str) -> Deadline:
+        """The first ``wall_clock`` time in ``tz`` at or after the data interval end.
+
+        For a daily run that is the morning after its business day. Local time is
+        kept across daylight-saving changes. A wall-clock time that happens twice
+        (clocks going back) resolves to its first occurrence; one that never
+        happens (clocks going forward) is read with the offset in force before the
+        change. Both are the earlier instant: the gate never counts on time that
+        is not there.
+
+        :param wall_clock: ``"HH:MM"``, 24-hour.
+        :param tz: an IANA timezone name, e.g. ``"Europe/Lisbon"``.
+        """
+        match = _WALL_CLOCK.fullmatch(wall_clock) if isinstance(wall_clock, str) else None
+        if match is None:
+            raise DeadlineError(f"wall_clock must be 'HH:MM' (24-hour), got {wall_clock!r}")
+        try:
+            pendulum.timezone(tz)
+        except (InvalidTimezone, ValueError, TypeError):
+            raise DeadlineError(f"tz must be an IANA timezone name, got {tz!r}") from None
+        return _Daily(int(match["hour"]), int(match["minute"]), tz)
+
+    @classmethod
+    def computed(cls, function: Callable[[Mapping[str, Any]], datetime]) -> Deadline:
+        """Whatever ``function(context)`` returns: it must be an aware datetime.
+
+        :param function: called with the task context at decision time.
+        """
+        if not callable(function):
+            raise DeadlineError(f"deadline function must be callable, got {function!r}")
+        return _Computed(function)
+
+    @classmethod
+    def coerce(cls, value: object) -> Deadline:
+        """Accept a :class:`Deadline`, an aware datetime, or a callable of the context."""
+        if isinstance(value, Deadline):
+            return value
+        if isinstance(value, datetime):
+            return cls.at(value)
+        if callable(value):
+            return cls.computed(value)
+        raise DeadlineError(
+            "deadline must be a Deadline, an aware datetime or a callable of the task "
+            f"context, got {value!r}"
+        )
+
+
+def _offset(offset: Mapping[str, float]) -> timedelta:
+    try:
+        delta = timedelta(**offset)
+    except TypeError as error:
+        raise DeadlineError(f"deadline offset: {error}") from None
+    if delta < timedelta(0):
+        raise DeadlineError(f"deadline offset must not be negative, got {delta}")
+    return delta
+
+
+def _interval_bound(context: Mapping[str, Any], name: str) -> pendulum.DateTime:
+    value = context.get(name)
+    if value is None:
+        raise DeadlineError(
+            f"the run has no {name} (asset-triggered or manual without a data interval); "
+            "use Deadline.at(...) or Deadline.computed(...) for this DAG"
+        )
+    return require_aware(value, name)
+
+
+@dataclass(frozen=True)
+class _Fixed(Deadline):
+    when: pendulum.DateTime
+
+    def resolve(self, context: Mapping[str, Any]) -> pendulum.DateTime:
+        return self.when
+
+    def describe(self) -> str:
+        return f"fixed at {self.when.isoformat()}"
+
+
+@dataclass(frozen=True)
+class _IntervalOffset(Deadline):
+    bound: str
+    offset: timedelta
+
+    def resolve(self, context: Mapping[str, Any]) -> pendulum.DateTime:
+        return _interval_bound(context, self.bound) + self.offset
+
+    def describe(self) -> str:
+        return f"{self.bound} + {self.offset}"
+
+
+@dataclass(frozen=True)
+class _Daily(Deadline):
+    hour: int
+    minute: int
+    tz: str
+
+    def resolve(self, context: Mapping[str, Any]) -> pendulum.DateTime:
+        end = _interval_bound(context, "data_interval_end")
+        day = end.in_timezone(self.tz).date()
+        candidate = self._on(day)
+        return candidate if candidate >= end else self._on(day.add(days=1))
+
+    def _on(self, day: pendulum.Date) -> pendulum.DateTime:
+        # fold=0 is the earlier reading of an ambiguous or non-existent local time
+        local = pendulum.datetime(
+            day.year, day.month, day.day, self.hour, self.minute, tz=self.tz, fold=0
+        )
+        return local.in_timezone("UTC")
+
+    def describe(self) -> str:
+        return f"first {self.hour:02d}:{self.minute:02d} {self.tz} at or after data_interval_end"
+
+
+@dataclass(frozen=True)
+class _Computed(Deadline):
+    function: Callable[[Mapping[str, Any]], datetime]
+
+    def resolve(self, context: Mapping[str, Any]) -> pendulum.DateTime:
+        value = self.function(context)
+        try:
+            return require_aware(value, "the deadline function's result")
+        except ClockError as error:
+            raise DeadlineError(str(error)) from None
+
+    def describe(self) -> str:
+        name = getattr(self.function, "__qualname__", repr(self.function))
+        return f"computed by {name}"

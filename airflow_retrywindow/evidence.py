@@ -1,0 +1,68 @@
+"""The evidence a decision leaves behind, so it can be explained and replayed.
+
+Each decision of :class:`~airflow_retrywindow.RetryWindowPolicy` is logged at INFO
+and stored in the task state store under :data:`EVIDENCE_KEY`. The ``fixture``
+is the exact JSON the model saw; ``airflow-retrywindow evaluate`` on it prints
+``result`` byte for byte, and ``origin`` turns its seconds back into real times.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+#: the task state store key holding the decision history of a task instance
+EVIDENCE_KEY = "retry_window.evidence"
+#: decisions kept per task instance (a window has at most 10 attempts)
+HISTORY = 20
+
+
+def record(
+    *,
+    fixture: Mapping[str, Any],
+    origin: str,
+    result: Mapping[str, Any],
+    task_ids: Mapping[str, str],
+    try_number: int,
+    failure: str,
+    reason: str,
+    action: str,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One decision as a JSON-ready mapping.
+
+    :param failure: how the failing attempt was classified: unknown, terminal, retryable.
+    :param action: what Airflow was told: retry, fail or default.
+    """
+    return {
+        "tryNumber": try_number,
+        "failure": failure,
+        "action": action,
+        "reason": reason,
+        "origin": origin,
+        "fixture": dict(fixture),
+        "result": dict(result),
+        "taskIds": dict(task_ids),
+        "claims": {"safeRepeat": "asserted by the DAG author, not proven by the gate"},
+        **(dict(extra) if extra else {}),
+    }
+
+
+def appended(history: object, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored value with ``entry`` added as the latest decision."""
+    previous = history.get("decisions") if isinstance(history, dict) else None
+    decisions = list(previous) if isinstance(previous, list) else []
+    decisions.append(dict(entry))
+    return {"latest": dict(entry), "decisions": decisions[-HISTORY:]}
+
+
+def latest(stored: object) -> dict[str, Any] | None:
+    """The latest decision in a stored value, or ``None`` when there is none."""
+    if isinstance(stored, str):
+        try:
+            stored = json.loads(stored)
+        except ValueError:
+            return None
+    entry = stored.get("latest") if isinstance(stored, dict) else None
+    return entry if isinstance(entry, dict) else None

@@ -1,0 +1,128 @@
+"""Building the model's fixture from real, timezone-aware facts.
+
+Everything Airflow knows is turned into the model's integer seconds on one
+:class:`~airflow_retrywindow.clock.Clock`, with the conservative rounding the
+clock documents, so the fixture can be replayed offline exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_retrywindow.clock import Clock
+from airflow_retrywindow.retry_settings import RetrySettings
+from airflow_retrywindow.work import Work
+
+_MODEL_ID = re.compile(r"[A-Za-z0-9_-]{1,48}")
+#: model states whose last attempt has no confirmed end
+UNCONFIRMED = frozenset({"running", "unknown"})
+
+
+def model_task_id(task_id: str) -> str:
+    """The id the model sees for an Airflow task id.
+
+    The model allows 1-48 letters, digits, ``_`` and ``-``; Airflow allows dots
+    (task groups) and 250 characters. Other ids get a stable readable alias with a
+    hash suffix; the evidence maps aliases back to task ids.
+    """
+    if _MODEL_ID.fullmatch(task_id):
+        return task_id
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", task_id)[:39]
+    digest = hashlib.sha1(task_id.encode(), usedforsecurity=False).hexdigest()[:8]
+    return f"{readable}-{digest}"
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """One task as last observed, in real time.
+
+    :param task_id: the Airflow task id.
+    :param state: the model state: running, unknown, succeeded, retryable, terminal.
+    :param attempts: attempts started in the current window.
+    :param observed_at: when these facts were observed.
+    :param finished_at: when the last attempt ended; ``None`` when unconfirmed.
+    :param work: the caller's estimate and idempotency claim.
+    """
+
+    task_id: str
+    state: str
+    attempts: int
+    observed_at: datetime
+    finished_at: datetime | None
+    work: Work
+
+    def instants(self) -> list[datetime]:
+        """Every real instant these facts put on the clock."""
+        return [self.observed_at] + ([self.finished_at] if self.finished_at else [])
+
+    def model_task(self, clock: Clock) -> dict[str, Any]:
+        """This task as one entry of the model's ``tasks`` list."""
+        finished = None
+        if self.state not in UNCONFIRMED and self.finished_at is not None:
+            finished = clock.up(self.finished_at)
+        observed = clock.down(self.observed_at)
+        if finished is not None:
+            # the observation cannot predate what it observed; rounding the end up
+            # and the observation down may otherwise cross within one second
+            observed = max(observed, finished)
+        return {
+            "id": model_task_id(self.task_id),
+            "state": self.state,
+            "safeRepeat": self.work.safe_repeat,
+            "attempts": self.attempts,
+            "observedAt": observed,
+            "lastFinishedAt": finished,
+            "duration": self.work.duration_seconds(),
+            "validation": self.work.validation_seconds(),
+        }
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """A model fixture with the clock that gives its numbers real meaning.
+
+    :param clock: the clock the numbers are on.
+    :param payload: the exact JSON object the model evaluates.
+    :param task_ids: model id -> Airflow task id.
+    """
+
+    clock: Clock
+    payload: dict[str, Any]
+    task_ids: dict[str, str]
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        as_of: datetime,
+        deadline: datetime,
+        max_observation_age: int,
+        settings: RetrySettings,
+        tasks: Sequence[TaskFacts],
+        origin: datetime | None = None,
+    ) -> Fixture:
+        """Put the facts on one clock and assemble the model's payload.
+
+        :param as_of: the moment of the decision (now).
+        :param deadline: the delivery deadline.
+        :param max_observation_age: the allowed age of an observation, whole seconds.
+        :param settings: the retry settings shared by these tasks.
+        :param tasks: 1 to 20 tasks sharing ``settings``.
+        :param origin: the preferred clock origin, usually the data interval start.
+        """
+        instants = [i for facts in tasks for i in facts.instants()]
+        clock = Clock.starting_at(origin or as_of, as_of, deadline, *instants)
+        payload = {
+            "asOf": clock.up(as_of),
+            "deadline": clock.down(deadline),
+            "maxObservationAge": max_observation_age,
+            "policy": settings.model_policy(),
+            "tasks": [facts.model_task(clock) for facts in tasks],
+        }
+        ids = {model_task_id(facts.task_id): facts.task_id for facts in tasks}
+        return cls(clock=clock, payload=payload, task_ids=ids)

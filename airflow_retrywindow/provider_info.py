@@ -1,0 +1,43 @@
+"""Provider metadata that Airflow reads through the ``apache_airflow_provider`` entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_retrywindow import __version__
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe this provider the way ``airflow providers list`` expects."""
+    return {
+        "package-name": "airflow-retrywindow",
+        "name": "Retry Window",
+        "description": "A pre-retry gate: decide and explain every retry against the delivery "
+        "deadline, the attempt budget and the pool capacity.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Retry Window",
+                "external-doc-url": "https://pypi.org/project/airflow-retrywindow/",
+                "tags": ["software"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Retry Window",
+                "python-modules": ["airflow_retrywindow.operators.gate"],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Retry Window",
+                "python-modules": ["airflow_retrywindow.sensors.retry_window"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Retry Window",
+                "python-modules": ["airflow_retrywindow.triggers.retry_window"],
+            }
+        ],
+    }

@@ -1,0 +1,176 @@
+"""A task's Airflow retry settings, translated into the model's retry policy.
+
+Airflow counts ``retries`` after the first run; the model's ``maxAttempts``
+includes it, so ``maxAttempts = retries + 1``. Settings the model cannot express
+are refused with a message that says which setting, which value, and what to
+change: a wrong translation would gate retries on a timeline that never runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from airflow_retrywindow.clock import as_timedelta, seconds_down, seconds_up
+
+#: the model's bounds
+MAX_RETRIES = 9  # maxAttempts 1..10
+MAX_DELAY = 1_000_000
+MAX_MULTIPLIER = 5
+#: Airflow's default cap on a retry delay, ``[core] max_task_retry_delay``
+AIRFLOW_DELAY_CAP = 24 * 60 * 60
+
+
+class UnsupportedRetrySettings(ValueError):
+    """The task's retry settings cannot be expressed in the model."""
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """The retry settings of one task, as the model will see them.
+
+    :param task_id: the task they belong to, for messages.
+    :param retries: Airflow ``retries`` (runs after the first).
+    :param initial_delay: ``retry_delay`` in whole seconds.
+    :param multiplier: ``retry_exponential_backoff`` (1 when off).
+    :param max_delay: ``max_retry_delay``, or Airflow's own cap, in whole seconds.
+    """
+
+    task_id: str
+    retries: int
+    initial_delay: int
+    multiplier: int
+    max_delay: int
+
+    @classmethod
+    def of_task(cls, task: Any, *, delay_cap: int = AIRFLOW_DELAY_CAP) -> RetrySettings:
+        """Read and check the retry settings of an Airflow task (or anything shaped like one)."""
+        return cls.of(
+            task_id=str(task.task_id),
+            retries=task.retries,
+            retry_delay=task.retry_delay,
+            retry_exponential_backoff=task.retry_exponential_backoff,
+            max_retry_delay=getattr(task, "max_retry_delay", None),
+            delay_cap=delay_cap,
+        )
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        task_id: str,
+        retries: object,
+        retry_delay: object,
+        retry_exponential_backoff: object,
+        max_retry_delay: object,
+        delay_cap: int = AIRFLOW_DELAY_CAP,
+    ) -> RetrySettings:
+        """Check Airflow's settings one by one and translate them."""
+        where = f"task {task_id!r}"
+        count = _retries(retries, where)
+        initial = _delay(retry_delay, "retry_delay", where)
+        multiplier = _multiplier(retry_exponential_backoff, where)
+        if multiplier == 1:
+            # Airflow applies max_retry_delay only to exponential backoff
+            return cls(task_id, count, initial, 1, initial)
+        cap = delay_cap if max_retry_delay is None else _cap(max_retry_delay, where)
+        if cap < initial:
+            raise UnsupportedRetrySettings(
+                f"{where}: max_retry_delay ({cap} s) is shorter than retry_delay ({initial} s); "
+                "raise max_retry_delay or lower retry_delay"
+            )
+        return cls(task_id, count, initial, multiplier, min(cap, MAX_DELAY))
+
+    @property
+    def max_attempts(self) -> int:
+        """Runs in one window, the first included."""
+        return self.retries + 1
+
+    def model_policy(self) -> dict[str, int]:
+        """The model's ``policy`` object."""
+        return {
+            "maxAttempts": self.max_attempts,
+            "initialDelay": self.initial_delay,
+            "maxDelay": self.max_delay,
+            "multiplier": self.multiplier,
+        }
+
+    def attempts_in_window(self, try_number: int, max_tries: int) -> int:
+        """Attempts started in the current window, the failing one included.
+
+        A manual clear keeps ``try_number`` counting and raises ``max_tries`` to
+        ``try_number + retries``; the window therefore began at try
+        ``max_tries - retries + 1``.
+
+        :param try_number: Airflow's 1-based try number of the failing attempt.
+        :param max_tries: Airflow's ``max_tries`` for the task instance.
+        """
+        attempts = try_number - (max_tries - self.retries)
+        if not 1 <= attempts <= self.max_attempts:
+            raise UnsupportedRetrySettings(
+                f"task {self.task_id!r}: try {try_number} with max_tries {max_tries} and "
+                f"retries {self.retries} gives {attempts} attempts in this window, outside "
+                f"1..{self.max_attempts}; were the task's retries changed during the run? "
+                "Clear the task to start a new window"
+            )
+        return attempts
+
+
+def _retries(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UnsupportedRetrySettings(f"{where}: retries must be a whole number, got {value!r}")
+    if value > MAX_RETRIES:
+        raise UnsupportedRetrySettings(
+            f"{where}: retries={value} means {value + 1} runs; the gate supports up to "
+            f"{MAX_RETRIES} retries ({MAX_RETRIES + 1} runs). Lower retries"
+        )
+    return value
+
+
+def _delay(value: object, name: str, where: str) -> int:
+    try:
+        delta = as_timedelta(value, name)
+    except ValueError as error:
+        raise UnsupportedRetrySettings(f"{where}: {error}") from None
+    seconds = seconds_up(delta)
+    if not 1 <= seconds <= MAX_DELAY:
+        raise UnsupportedRetrySettings(
+            f"{where}: {name}={_show(delta)} is outside the gate's 1 s to {MAX_DELAY} s; "
+            f"set {name} within that range"
+        )
+    return seconds
+
+
+def _cap(value: object, where: str) -> int:
+    try:
+        delta = as_timedelta(value, "max_retry_delay")
+    except ValueError as error:
+        raise UnsupportedRetrySettings(f"{where}: {error}") from None
+    # a cap rounds down: rounding it up would promise waits Airflow never makes
+    seconds = seconds_down(delta)
+    if seconds < 1:
+        raise UnsupportedRetrySettings(
+            f"{where}: max_retry_delay={_show(delta)} is under 1 s; set at least 1 s"
+        )
+    return seconds
+
+
+def _multiplier(value: object, where: str) -> int:
+    if isinstance(value, bool):
+        return 1  # Airflow reads True as the multiplier 1.0: no growth
+    if not isinstance(value, (int, float)) or not _whole_in(value, 0, MAX_MULTIPLIER):
+        raise UnsupportedRetrySettings(
+            f"{where}: retry_exponential_backoff={value!r} cannot be expressed; the gate "
+            f"supports 0 (off) or a whole multiplier from 1 to {MAX_MULTIPLIER}"
+        )
+    return max(int(value), 1)
+
+
+def _whole_in(value: float, low: int, high: int) -> bool:
+    return math.isfinite(value) and value == int(value) and low <= value <= high
+
+
+def _show(delta: timedelta) -> str:
+    return f"{delta.total_seconds():g} s"

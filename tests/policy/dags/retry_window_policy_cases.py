@@ -1,0 +1,112 @@
+"""DAGs whose tasks really fail, for testing RetryWindowPolicy on a real Airflow.
+
+Each run's deadline is ``run_after + conf["deadline_in"]`` seconds, so a test
+sets how much time is left without depending on the wall clock.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, task
+
+from airflow_retrywindow import Deadline, OutcomeUnknown, RetryWindowPolicy
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+
+
+def _deadline(context):  # type: ignore[no-untyped-def]
+    run = context["dag_run"]
+    return run.run_after + timedelta(seconds=float(run.conf["deadline_in"]))
+
+
+def _policy(**overrides):  # type: ignore[no-untyped-def]
+    settings = {
+        "deadline": Deadline.computed(_deadline),
+        "duration": timedelta(seconds=1),
+        "validation": timedelta(seconds=1),
+        "safe_repeat": True,
+        "unknown": [TimeoutError],
+    }
+    settings.update(overrides)
+    return RetryWindowPolicy(**settings)
+
+
+def _dag(dag_id: str) -> DAG:
+    return DAG(dag_id, schedule=None, start_date=START, catchup=False, tags=["retry-window-test"])
+
+
+GATED = {"retry_delay": timedelta(seconds=2), "retry_exponential_backoff": 2,
+         "max_retry_delay": timedelta(seconds=10)}
+
+with _dag("rw_backoff"):
+
+    @task(retries=3, retry_policy=_policy(), **GATED)
+    def flaky(ti=None):  # type: ignore[no-untyped-def]
+        if ti.try_number < 3:
+            raise ConnectionError(f"transient failure on try {ti.try_number}")
+        return "loaded"
+
+    flaky()
+
+with _dag("rw_unknown"):
+
+    @task(retries=3, retry_policy=_policy(), **GATED)
+    def append():  # type: ignore[no-untyped-def]
+        raise OutcomeUnknown("load response lost after submission", remote_job_id="job-1")
+
+    append()
+
+with _dag("rw_timeout"):
+
+    @task(retries=3, retry_policy=_policy(), **GATED)
+    def submit():  # type: ignore[no-untyped-def]
+        raise TimeoutError("no answer after submitting the job")
+
+    submit()
+
+with _dag("rw_deadline"):
+
+    @task(retries=3, retry_policy=_policy(duration=timedelta(minutes=5)), **GATED)
+    def long_load():  # type: ignore[no-untyped-def]
+        raise ConnectionError("transient failure")
+
+    long_load()
+
+with _dag("rw_exhausted"):
+
+    @task(retries=1, retry_policy=_policy(), **GATED)
+    def archive():  # type: ignore[no-untyped-def]
+        raise ConnectionError("always failing")
+
+    archive()
+
+with _dag("rw_not_safe"):
+
+    @task(retries=3, retry_policy=_policy(safe_repeat=False), **GATED)
+    def write_append():  # type: ignore[no-untyped-def]
+        raise ConnectionError("failed after writing some rows")
+
+    write_append()
+
+
+def _broken(context):  # type: ignore[no-untyped-def]
+    raise KeyError("deadline_table")
+
+
+with _dag("rw_broken_deadline"):
+
+    @task(retries=3, retry_policy=_policy(deadline=Deadline.computed(_broken)), **GATED)
+    def report():  # type: ignore[no-untyped-def]
+        raise ConnectionError("transient failure")
+
+    report()
+
+with _dag("rw_clear"):
+
+    @task(retries=1, retry_policy=_policy(), **GATED)
+    def monitor():  # type: ignore[no-untyped-def]
+        raise ConnectionError("still failing")
+
+    monitor()

@@ -1,0 +1,101 @@
+"""RetryWindowPolicy on a real Airflow: real task failures, real retries, real metadata DB."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.policy.airflow_runs import evidence, install_dags, run_dag, tries
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+HOUR = 3600
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dags(airflow_db: Path) -> None:
+    install_dags(airflow_db)
+
+
+def test_retryable_failure_waits_exactly_the_model_backoff() -> None:
+    run_id, _ = run_dag("rw_backoff", deadline_in=HOUR)
+    history = tries("rw_backoff", run_id, "flaky")
+    assert [t.state for t in history] == ["failed", "failed", "success"]
+    # the model's delays (2 s, then 2 * 2), not Airflow's jittered ones
+    assert [t.delay for t in history[:2]] == [2.0, 4.0]
+    for before, after in zip(history, history[1:]):
+        assert before.end and after.start and before.delay
+        assert (after.start - before.end).total_seconds() >= before.delay
+    assert history[0].reason and history[0].reason.startswith("wait-backoff: attempt 2 of 4")
+    assert history[1].reason and "after a 4 s backoff" in history[1].reason
+
+
+def test_evidence_replays_byte_for_byte_offline() -> None:
+    run_id, _ = run_dag("rw_backoff", deadline_in=HOUR)
+    stored = evidence("rw_backoff", run_id, "flaky")
+    assert stored is not None
+    assert [d["tryNumber"] for d in stored["decisions"]] == [1, 2]
+    latest = stored["latest"]
+    assert latest["fixture"]["tasks"][0]["attempts"] == 2
+    replay = subprocess.run(
+        [sys.executable, "-m", "airflow_retrywindow", "evaluate"],
+        input=json.dumps(latest["fixture"]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert replay.stdout == json.dumps(latest["result"], sort_keys=True) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "task_id", "decision"),
+    [
+        ("rw_unknown", "append", "reconcile-remote"),
+        ("rw_timeout", "submit", "reconcile-remote"),
+        ("rw_not_safe", "write_append", "reconcile-effects"),
+    ],
+)
+def test_refused_after_one_try(dag_id: str, task_id: str, decision: str) -> None:
+    run_id, output = run_dag(dag_id, deadline_in=HOUR)
+    history = tries(dag_id, run_id, task_id)
+    assert [t.state for t in history] == ["failed"]
+    stored = evidence(dag_id, run_id, task_id)
+    assert stored is not None
+    assert stored["latest"]["result"]["tasks"][0]["decision"] == decision
+    assert stored["latest"]["action"] == "fail"
+    assert f"reason='{decision}: " in output or f'reason="{decision}: ' in output
+
+
+def test_next_attempt_past_the_deadline_is_refused() -> None:
+    run_id, output = run_dag("rw_deadline", deadline_in=60)
+    assert [t.state for t in tries("rw_deadline", run_id, "long_load")] == ["failed"]
+    stored = evidence("rw_deadline", run_id, "long_load")
+    assert stored is not None
+    latest = stored["latest"]
+    result = latest["result"]["tasks"][0]
+    assert result["decision"] == "deadline-infeasible"
+    assert result["estimatedFinish"] > latest["fixture"]["deadline"]
+    assert "deadline-infeasible: next attempt would start" in output
+
+
+def test_attempts_run_out_at_retries_plus_one() -> None:
+    run_id, _ = run_dag("rw_exhausted", deadline_in=HOUR)
+    history = tries("rw_exhausted", run_id, "archive")
+    assert [t.state for t in history] == ["failed", "failed"]
+    stored = evidence("rw_exhausted", run_id, "archive")
+    assert stored is not None
+    decisions = [d["result"]["tasks"][0]["decision"] for d in stored["decisions"]]
+    assert decisions == ["wait-backoff", "attempts-exhausted"]
+    assert stored["latest"]["fixture"]["policy"]["maxAttempts"] == 2
+
+
+def test_broken_deadline_fails_closed() -> None:
+    run_id, output = run_dag("rw_broken_deadline", deadline_in=HOUR)
+    assert [t.state for t in tries("rw_broken_deadline", run_id, "report")] == ["failed"]
+    assert "action=fail" in output
+    assert "gate-error: the retry window could not be evaluated" in output
+    assert "KeyError: 'deadline_table'" in output
+    assert evidence("rw_broken_deadline", run_id, "report") is None
