@@ -76,9 +76,8 @@ class Deadline(abc.ABC):
         For a daily run that is the morning after its business day. Local time is
         kept across daylight-saving changes. A wall-clock time that happens twice
         (clocks going back) resolves to its first occurrence; one that never
-        happens (clocks going forward) is read with the offset in force before the
-        change. Both are the earlier instant: the gate never counts on time that
-        is not there.
+        happens (clocks going forward) resolves to the earlier of its two
+        readings, one per offset. The gate never counts on time that is not there.
 
         :param wall_clock: ``"HH:MM"``, 24-hour.
         :param tz: an IANA timezone name, e.g. ``"Europe/Lisbon"``.

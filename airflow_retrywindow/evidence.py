@@ -16,6 +16,27 @@ from typing import Any
 EVIDENCE_KEY = "retry_window.evidence"
 #: decisions kept per task instance (a window has at most 10 attempts)
 HISTORY = 20
+#: prefix of the XCom key that names the failure class of the latest decision.
+#: The REST API lists XCom keys without their values, so a key such as
+#: ``retry_window.failure.unknown`` lets a gate read the classification of every
+#: target of a run in one paged request.
+FAILURE_KEY_PREFIX = "retry_window.failure."
+_FAILURES = ("unknown", "terminal", "retryable")
+
+
+def failure_key(failure: str) -> str:
+    """The XCom key that names ``failure`` (unknown, terminal or retryable)."""
+    if failure not in _FAILURES:
+        raise ValueError(f"failure must be one of {', '.join(_FAILURES)}, got {failure!r}")
+    return FAILURE_KEY_PREFIX + failure
+
+
+def failure_of_key(key: str) -> str | None:
+    """The failure class an XCom key names, or ``None`` for any other key."""
+    if not key.startswith(FAILURE_KEY_PREFIX):
+        return None
+    failure = key[len(FAILURE_KEY_PREFIX) :]
+    return failure if failure in _FAILURES else None
 
 
 def record(

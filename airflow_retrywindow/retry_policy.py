@@ -163,6 +163,8 @@ class RetryWindowPolicy(RetryPolicy):
             if ti is not None:
                 # the latest decision as XCom too: a gate reads every target's in one request
                 ti.xcom_push(key=evidence.EVIDENCE_KEY, value=entry)
+                # the class in the key: the API lists keys, not values, in one request
+                ti.xcom_push(key=evidence.failure_key(entry["failure"]), value=entry["tryNumber"])
         except Exception:
             # the decision stands without its stored copy; the log above keeps it
             log.exception("Could not store the retry window evidence")

@@ -1,0 +1,268 @@
+"""A real Airflow, started natively: the same services docker-compose.yaml runs.
+
+Used by the demo, the end-to-end tests and the distributed path. Every process
+runs in its own process group with its log in ``<home>/service-logs``, and
+:meth:`AirflowStack.stop` ends every one it started, by pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN = ("admin", "admin")
+POOL = ("positions_db", 2, "Positions database: one heavy or two light extractions at once")
+API_CONNECTION = "airflow_api_default"
+SERVICES = {
+    "api-server": ["api-server"],
+    "scheduler": ["scheduler"],
+    "dag-processor": ["dag-processor"],
+    "triggerer": ["triggerer"],
+    "worker": ["celery", "worker", "--concurrency", "4"],
+}
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def log(message: str) -> None:
+    """Progress for the person waiting."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+@dataclass
+class AirflowStack:
+    """An Airflow home, its metadata DB and the services running on it.
+
+    :param home: the AIRFLOW_HOME folder (created).
+    :param database_url: the metadata DB's SQLAlchemy URL.
+    :param dags_folder: the DAG bundle folder the services parse.
+    :param executor: ``LocalExecutor`` or ``CeleryExecutor``.
+    :param extra_env: more ``AIRFLOW__...`` settings (broker URL, ...).
+    """
+
+    home: Path
+    database_url: str
+    dags_folder: Path = ROOT / "dags"
+    executor: str = "LocalExecutor"
+    extra_env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.logs = self.home / "service-logs"
+        self.logs.mkdir(exist_ok=True)
+        passwords = self.home / "passwords.json"
+        passwords.write_text(json.dumps({ADMIN[0]: ADMIN[1]}))
+        self.env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url,
+            "AIRFLOW__CORE__EXECUTOR": self.executor,
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN[0]}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__API_AUTH__JWT_SECRET": "retry-window-local-secret",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
+            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+            **self.extra_env,
+        }
+        self.engine = sqlalchemy.create_engine(self.database_url)
+
+    @property
+    def url(self) -> str:
+        """The API server's base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def airflow(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run the ``airflow`` command line against this home."""
+        binary = Path(sys.executable).with_name("airflow")
+        done = subprocess.run(
+            [str(binary), *args], env=self.env, capture_output=True, text=True, check=False
+        )
+        if check and done.returncode != 0:
+            raise RuntimeError(f"airflow {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def prepare(self) -> None:
+        """Migrate the DB; create the pool and the connection the gate reads the API with."""
+        log(f"migrating the metadata DB ({self.database_url.split('://')[0]})")
+        self.airflow("db", "migrate")
+        name, slots, description = POOL
+        self.airflow("pools", "set", name, str(slots), description, "--include-deferred")
+        self.airflow("connections", "delete", API_CONNECTION, check=False)
+        self.airflow(
+            "connections", "add", API_CONNECTION, "--conn-type", "http",
+            "--conn-host", self.url, "--conn-login", ADMIN[0], "--conn-password", ADMIN[1],
+        )  # fmt: skip
+
+    def start(self, *names: str) -> None:
+        """Start services in the background, each in its own process group."""
+        binary = Path(sys.executable).with_name("airflow")
+        for name in names:
+            out = (self.logs / f"{name}.log").open("ab")
+            self.processes[name] = subprocess.Popen(
+                [str(binary), *SERVICES[name]],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log(f"started {name} (pid {self.processes[name].pid})")
+        if "api-server" in names:
+            self.wait_for(self.api_ready, "the API server", timeout=120)
+
+    def restart(self, name: str) -> None:
+        """Stop one service and start it again."""
+        self._stop_one(name)
+        self.start(name)
+
+    def stop(self) -> None:
+        """Stop every service this stack started."""
+        for name in list(self.processes):
+            self._stop_one(name)
+        self.engine.dispose()
+
+    def _stop_one(self, name: str) -> None:
+        process = self.processes.pop(name)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        log(f"stopped {name} (pid {process.pid})")
+
+    def api_ready(self) -> bool:
+        """``True`` once the API server answers."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=2):
+                return True
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_for(self, ready: Callable[[], bool], what: str, *, timeout: float) -> None:
+        """Poll ``ready`` until it holds; fail with the service logs' tails."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            dead = [n for n, p in self.processes.items() if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                raise RuntimeError(f"waiting for {what} failed (dead: {dead})\n{self.log_tails()}")
+            time.sleep(1)
+
+    def log_tails(self, lines: int = 40) -> str:
+        """The last lines of every service log, for failure messages."""
+        parts = []
+        for path in sorted(self.logs.glob("*.log")):
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"--- {path} ---\n" + "\n".join(tail))
+        return "\n".join(parts)
+
+    def rows(self, sql: str, **params: Any) -> list[Any]:
+        """Rows from the metadata DB."""
+        with self.engine.connect() as db:
+            return list(db.execute(sqlalchemy.text(sql), params))
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120) -> None:
+        """Wait until the DAG processor has parsed and stored the DAG."""
+        self.wait_for(
+            lambda: bool(self.rows("select 1 from serialized_dag where dag_id=:d", d=dag_id)),
+            f"the DAG {dag_id} to be parsed",
+            timeout=timeout,
+        )
+
+    def trigger(self, dag_id: str, *, conf: dict[str, Any], logical_date: str) -> str:
+        """Trigger a run and return its run id."""
+        run_id = f"manual__{logical_date}"
+        self.airflow(
+            "dags", "trigger", dag_id, "--conf", json.dumps(conf),
+            "--logical-date", logical_date, "--run-id", run_id,
+        )  # fmt: skip
+        return run_id
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """Call the REST API as the admin user."""
+        token = self._request("POST", "/auth/token", {"username": ADMIN[0], "password": ADMIN[1]})
+        return self._request(method, path, body, token=token["access_token"])
+
+    def _request(
+        self, method: str, path: str, body: dict[str, Any] | None, token: str | None = None
+    ) -> Any:
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data, headers, method=method)
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def clear(self, dag_id: str, run_id: str, task_ids: list[str]) -> None:
+        """Clear task instances the way the UI does: a person asking for a re-run."""
+        self.api(
+            "POST",
+            f"/api/v2/dags/{dag_id}/clearTaskInstances",
+            {"dry_run": False, "dag_run_id": run_id, "task_ids": task_ids,
+             "only_failed": False, "reset_dag_runs": True},
+        )  # fmt: skip
+
+    def run_state(self, dag_id: str, run_id: str) -> str | None:
+        """The state of a DAG run."""
+        found = self.rows(
+            "select state from dag_run where dag_id=:d and run_id=:r", d=dag_id, r=run_id
+        )
+        return str(found[0][0]) if found else None
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, tuple[str | None, int]]:
+        """task id -> (state, try number) of a run."""
+        found = self.rows(
+            "select task_id, state, try_number from task_instance "
+            "where dag_id=:d and run_id=:r",
+            d=dag_id,
+            r=run_id,
+        )
+        return {task: (state, int(tries)) for task, state, tries in found}
+
+    def wait_for_run(
+        self, dag_id: str, run_id: str, *, timeout: float, quiet: Iterable[str] = ()
+    ) -> str:
+        """Wait for the run to end, printing task states as they change."""
+        deadline, seen = time.monotonic() + timeout, {}
+        while True:
+            states = self.task_states(dag_id, run_id)
+            for task, (state, tries) in sorted(states.items()):
+                if seen.get(task) != (state, tries) and task not in quiet:
+                    log(f"  {task:<22} {state or 'none':<16} try {tries}")
+            seen = dict(states)
+            state = self.run_state(dag_id, run_id)
+            if state in ("success", "failed"):
+                return state
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"run {run_id} still {state} after {timeout} s\n{self.log_tails()}")
+            time.sleep(1)
