@@ -11,7 +11,10 @@ start like a bare script. Every public name loads on first attribute access.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 
@@ -28,7 +31,18 @@ _EXPORTS: dict[str, str] = {
     "RetryWindowSensor": "airflow_retrywindow.sensors.retry_window",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = [
+    "Budget",
+    "Deadline",
+    "OutcomeUnknown",
+    "RetryWindowGateOperator",
+    "RetryWindowPolicy",
+    "RetryWindowSensor",
+    "TerminalFailure",
+    "Work",
+    "__version__",
+    "check_dag",
+]
 
 if TYPE_CHECKING:
     from airflow_retrywindow.budget import Budget

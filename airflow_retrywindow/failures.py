@@ -15,7 +15,7 @@ from dataclasses import dataclass
 ExceptionSpec = type[BaseException] | str
 
 
-class OutcomeUnknown(Exception):  # noqa: N818 - the name says what the caller knows
+class OutcomeUnknown(Exception):
     """The attempt may or may not have taken effect remotely: reconcile before retrying.
 
     :param message: what was lost, e.g. ``"load job response lost after submission"``.
@@ -27,7 +27,7 @@ class OutcomeUnknown(Exception):  # noqa: N818 - the name says what the caller k
         self.remote_job_id = remote_job_id
 
 
-class TerminalFailure(Exception):  # noqa: N818 - the name says what the caller knows
+class TerminalFailure(Exception):
     """Repeating the attempt cannot succeed until someone repairs the cause."""
 
 

@@ -175,7 +175,10 @@ class RetryWindowPolicy(RetryPolicy):
             log.exception("Retry window gate could not evaluate; Airflow's retries apply")
             return RetryDecision.default()
         log.exception("Retry window gate could not evaluate; refusing the retry")
-        text = f"gate-error: the retry window could not be evaluated, so the retry is refused ({cause})"
+        text = (
+            "gate-error: the retry window could not be evaluated, so the retry is refused "
+            f"({cause})"
+        )
         return RetryDecision.fail(reason=text[:MAX_REASON])
 
     def serialize(self) -> dict[str, Any]:

@@ -47,6 +47,4 @@ class Work:
 
     def validation_seconds(self) -> int:
         """The validation time in whole seconds, rounded up."""
-        return bounded_seconds(
-            seconds_up(self.validation), "validation", low=0, high=MAX_DURATION
-        )
+        return bounded_seconds(seconds_up(self.validation), "validation", low=0, high=MAX_DURATION)

@@ -242,8 +242,7 @@ class AirflowStack:
     def task_states(self, dag_id: str, run_id: str) -> dict[str, tuple[str | None, int]]:
         """task id -> (state, try number) of a run."""
         found = self.rows(
-            "select task_id, state, try_number from task_instance "
-            "where dag_id=:d and run_id=:r",
+            "select task_id, state, try_number from task_instance where dag_id=:d and run_id=:r",
             d=dag_id,
             r=run_id,
         )
@@ -264,5 +263,7 @@ class AirflowStack:
             if state in ("success", "failed"):
                 return state
             if time.monotonic() > deadline:
-                raise RuntimeError(f"run {run_id} still {state} after {timeout} s\n{self.log_tails()}")
+                raise RuntimeError(
+                    f"run {run_id} still {state} after {timeout} s\n{self.log_tails()}"
+                )
             time.sleep(1)

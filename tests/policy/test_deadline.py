@@ -70,7 +70,7 @@ def test_daily_at_is_the_first_occurrence_at_or_after_the_interval_end() -> None
 def test_computed_deadline_must_return_an_aware_datetime() -> None:
     good = Deadline.computed(lambda context: context["data_interval_end"].add(hours=1))
     assert good.resolve(daily_run((2026, 12, 1))) == pendulum.datetime(2026, 12, 2, 1, tz="UTC")
-    naive = Deadline.computed(lambda context: datetime(2026, 12, 2, 6))  # noqa: DTZ001
+    naive = Deadline.computed(lambda context: datetime(2026, 12, 2, 6))
     with pytest.raises(DeadlineError, match="naive datetime"):
         naive.resolve({})
 
@@ -78,7 +78,7 @@ def test_computed_deadline_must_return_an_aware_datetime() -> None:
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: Deadline.at(datetime(2026, 12, 2, 6)), "naive datetime"),  # noqa: DTZ001
+        (lambda: Deadline.at(datetime(2026, 12, 2, 6)), "naive datetime"),
         (lambda: Deadline.daily_at("6am", tz="UTC"), "wall_clock must be 'HH:MM'"),
         (lambda: Deadline.daily_at("24:00", tz="UTC"), "got '24:00'"),
         (lambda: Deadline.daily_at("06:00", tz="Mars/Olympus"), "got 'Mars/Olympus'"),

@@ -41,7 +41,7 @@ def test_arguments_are_keyword_only_and_required() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"deadline": datetime(2026, 12, 2, 6)}, "naive datetime"),  # noqa: DTZ001
+        ({"deadline": datetime(2026, 12, 2, 6)}, "naive datetime"),
         ({"deadline": "tomorrow"}, "deadline must be a Deadline.*got 'tomorrow'"),
         ({"duration": timedelta(0)}, "duration must be from 1 to 1000000 seconds, got 0"),
         ({"duration": "35m"}, "duration must be a timedelta or a number of seconds, got '35m'"),
@@ -55,9 +55,7 @@ def test_arguments_are_keyword_only_and_required() -> None:
         ({"on_error": "ignore"}, "on_error must be 'fail' or 'default', got 'ignore'"),
     ],
 )
-def test_bad_arguments_name_the_argument_and_value(
-    overrides: dict[str, Any], message: str
-) -> None:
+def test_bad_arguments_name_the_argument_and_value(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         policy(**overrides)
 

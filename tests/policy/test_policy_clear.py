@@ -43,8 +43,10 @@ def test_a_manual_clear_starts_a_new_attempt_window(stack: AirflowStack) -> None
 
     stack.clear("rw_clear", run_id, ["monitor"])
     stack.wait_for(
-        lambda: stack.task_states("rw_clear", run_id)["monitor"][1] == 4
-        and stack.run_state("rw_clear", run_id) == "failed",
+        lambda: (
+            stack.task_states("rw_clear", run_id)["monitor"][1] == 4
+            and stack.run_state("rw_clear", run_id) == "failed"
+        ),
         "the cleared task to run its new window",
         timeout=180,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def test_retryable_failure_waits_exactly_the_model_backoff() -> None:
     assert [t.state for t in history] == ["failed", "failed", "success"]
     # the model's delays (2 s, then 2 * 2), not Airflow's jittered ones
     assert [t.delay for t in history[:2]] == [2.0, 4.0]
-    for before, after in zip(history, history[1:]):
+    for before, after in itertools.pairwise(history):
         assert before.end and after.start and before.delay
         assert (after.start - before.end).total_seconds() >= before.delay
     assert history[0].reason and history[0].reason.startswith("wait-backoff: attempt 2 of 4")

@@ -9,7 +9,9 @@ from airflow.sdk import DAG, task
 
 from airflow_retrywindow import Deadline, RetryWindowPolicy
 
-with DAG("rw_unexpressible", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+with DAG(
+    "rw_unexpressible", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")
+) as dag:
 
     @task(
         retries=12,

@@ -37,8 +37,11 @@ def _dag(dag_id: str) -> DAG:
     return DAG(dag_id, schedule=None, start_date=START, catchup=False, tags=["retry-window-test"])
 
 
-GATED = {"retry_delay": timedelta(seconds=2), "retry_exponential_backoff": 2,
-         "max_retry_delay": timedelta(seconds=10)}
+GATED = {
+    "retry_delay": timedelta(seconds=2),
+    "retry_exponential_backoff": 2,
+    "max_retry_delay": timedelta(seconds=10),
+}
 
 with _dag("rw_backoff"):
 
