@@ -27,7 +27,7 @@ demo: install
 	@$(BIN)/python scripts/demo.py
 
 up: install
-	@bash scripts/up.sh
+	@$(BIN)/python scripts/up.py
 
 test-distributed: install
 	@$(BIN)/python scripts/distributed.py

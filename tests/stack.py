@@ -81,6 +81,7 @@ class AirflowStack:
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN[0]}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
@@ -177,7 +178,7 @@ class AirflowStack:
                 raise RuntimeError(f"waiting for {what} failed (dead: {dead})\n{self.log_tails()}")
             time.sleep(1)
 
-    def log_tails(self, lines: int = 40) -> str:
+    def log_tails(self, lines: int = 15) -> str:
         """The last lines of every service log, for failure messages."""
         parts = []
         for path in sorted(self.logs.glob("*.log")):
@@ -192,11 +193,16 @@ class AirflowStack:
 
     def wait_for_dag(self, dag_id: str, timeout: float = 120) -> None:
         """Wait until the DAG processor has parsed and stored the DAG."""
-        self.wait_for(
-            lambda: bool(self.rows("select 1 from serialized_dag where dag_id=:d", d=dag_id)),
-            f"the DAG {dag_id} to be parsed",
-            timeout=timeout,
-        )
+
+        def parsed() -> bool:
+            errors = self.rows("select filename, stacktrace from import_error")
+            if errors:
+                raise RuntimeError(
+                    f"the DAG processor could not import {errors[0][0]}:\n{errors[0][1]}"
+                )
+            return bool(self.rows("select 1 from serialized_dag where dag_id=:d", d=dag_id))
+
+        self.wait_for(parsed, f"the DAG {dag_id} to be parsed", timeout=timeout)
 
     def trigger(self, dag_id: str, *, conf: dict[str, Any], logical_date: str) -> str:
         """Trigger a run and return its run id."""
