@@ -27,7 +27,16 @@ def gated(task: Any) -> bool:
 
 
 def task_problem(task: Any) -> str | None:
-    """Why the gate cannot express this task's retry settings, or ``None``."""
+    """Why the gate cannot express this task's retry settings, or ``None``.
+
+    A retry window gate or sensor also answers for its own configuration in its
+    DAG (its targets and guarded tasks) through ``retry_window_problems()``.
+    """
+    own = getattr(task, "retry_window_problems", None)
+    if callable(own):
+        found = own()
+        if found:
+            return "; ".join(found)
     if not gated(task):
         return None
     try:

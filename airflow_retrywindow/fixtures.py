@@ -83,7 +83,7 @@ class TaskFacts:
 
 
 @dataclass(frozen=True)
-class Fixture:
+class ClockedFixture:
     """A model fixture with the clock that gives its numbers real meaning.
 
     :param clock: the clock the numbers are on.
@@ -105,7 +105,7 @@ class Fixture:
         settings: RetrySettings,
         tasks: Sequence[TaskFacts],
         origin: datetime | None = None,
-    ) -> Fixture:
+    ) -> ClockedFixture:
         """Put the facts on one clock and assemble the model's payload.
 
         :param as_of: the moment of the decision (now).

@@ -34,10 +34,4 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_retrywindow.sensors.retry_window"],
             }
         ],
-        "triggers": [
-            {
-                "integration-name": "Retry Window",
-                "python-modules": ["airflow_retrywindow.triggers.retry_window"],
-            }
-        ],
     }

@@ -21,7 +21,7 @@ from airflow_retrywindow import evidence
 from airflow_retrywindow.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.deadline import Deadline
 from airflow_retrywindow.failures import UNKNOWN, Classifier, ExceptionSpec
-from airflow_retrywindow.fixtures import Fixture, TaskFacts
+from airflow_retrywindow.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.reasons import MAX_REASON, reason
 from airflow_retrywindow.retry_settings import AIRFLOW_DELAY_CAP, RetrySettings
@@ -70,7 +70,11 @@ class RetryWindowPolicy(RetryPolicy):
         on_error: str = "fail",
     ) -> None:
         self.deadline = Deadline.coerce(deadline)
-        self.work = Work(duration=duration, validation=validation, safe_repeat=safe_repeat)
+        self.work = Work(
+            duration=as_timedelta(duration, "duration"),
+            validation=as_timedelta(validation, "validation"),
+            safe_repeat=safe_repeat,
+        )
         self.classifier = Classifier.of(unknown=unknown, terminal=terminal)
         age = seconds_down(as_timedelta(max_observation_age, "max_observation_age"))
         self.max_observation_age = bounded_seconds(
@@ -119,7 +123,7 @@ class RetryWindowPolicy(RetryPolicy):
             finished_at=None if failure == UNKNOWN else now,
             work=self.work,
         )
-        fixture = Fixture.build(
+        fixture = ClockedFixture.build(
             as_of=now,
             deadline=self.deadline.resolve(context),
             max_observation_age=self.max_observation_age,

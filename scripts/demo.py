@@ -16,42 +16,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.example.expectations import DAG_ID, LATE, ON_TIME, evidence, xcom
 from tests.stack import ROOT, AirflowStack, log
 
-DAG_ID = "retry_window_example"
 HOME = ROOT / ".demo" / "airflow"
-DAYS = {
-    "on-time day": ("2026-12-01", 150),
-    "late day": ("2026-12-02", 10),
-}
-
-
-def xcom(stack: AirflowStack, run_id: str, task_id: str, key: str = "return_value") -> object:
-    rows = stack.rows(
-        "select value from xcom where dag_id=:d and run_id=:r and task_id=:t and key=:k",
-        d=DAG_ID,
-        r=run_id,
-        t=task_id,
-        k=key,
-    )
-    if not rows:
-        return None
-    value = rows[0][0]
-    return json.loads(value) if isinstance(value, (str, bytes)) else value
+DAYS = (ON_TIME, LATE)
 
 
 def policy_decisions(stack: AirflowStack, run_id: str) -> list[str]:
-    rows = stack.rows(
-        "select task_id, value from task_state_store where dag_id=:d and run_id=:r "
-        "and key='retry_window.evidence' order by task_id",
-        d=DAG_ID,
-        r=run_id,
-    )
-    lines = []
-    for task_id, value in rows:
-        for entry in json.loads(value)["decisions"]:
-            lines.append(f"  {task_id:<18} try {entry['tryNumber']}: {entry['reason']}")
-    return lines
+    return [
+        f"  {task_id:<18} try {entry['tryNumber']}: {entry['reason']}"
+        for task_id, entries in sorted(evidence(stack, run_id).items())
+        for entry in entries
+    ]
 
 
 def explain(fixture: object) -> str:

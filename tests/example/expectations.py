@@ -7,15 +7,31 @@ Shared by the end-to-end test (SQLite, LocalExecutor) and the distributed path
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_retrywindow.model import evaluate
 from tests.stack import AirflowStack
 
 DAG_ID = "retry_window_example"
-#: business date -> seconds from trigger to the delivery deadline
-ON_TIME = ("2026-12-01", 150)
-LATE = ("2026-12-02", 10)
+
+
+@dataclass(frozen=True)
+class Day:
+    """One business day's run: its kind decides what the gate must do.
+
+    :param kind: ``"on-time"`` (the load's repeat fits) or ``"late"`` (nothing fits).
+    :param business_date: the run's logical date.
+    :param deadline: seconds from the trigger to the delivery deadline.
+    """
+
+    kind: str
+    business_date: str
+    deadline: int
+
+
+ON_TIME = Day("on-time", "2026-12-01", 150)
+LATE = Day("late", "2026-12-02", 10)
 
 COMMON = {
     "extract_positions": ("success", 1),
@@ -31,14 +47,14 @@ COMMON = {
 }
 #: task id -> (final state, try number)
 FINAL_STATES = {
-    ON_TIME: {
+    "on-time": {
         **COMMON,
         "report": ("success", 2),  # waited out its backoff
         "archive": ("failed", 2),  # ran out of attempts
         "retry_load": ("success", 1),  # the sensor let the repeat through
         "communicate_impact": ("skipped", 0),
     },
-    LATE: {
+    "late": {
         **COMMON,
         "report": ("failed", 1),  # deadline-infeasible
         "archive": ("failed", 1),  # deadline-infeasible
@@ -48,20 +64,20 @@ FINAL_STATES = {
 }
 #: task id -> the policy's decision at each failure
 POLICY_DECISIONS = {
-    ON_TIME: {
+    "on-time": {
         "report": ["wait-backoff"],
         "load": ["reconcile-effects"],
         "append": ["reconcile-remote"],
         "archive": ["wait-backoff", "attempts-exhausted"],
     },
-    LATE: {
+    "late": {
         "report": ["deadline-infeasible"],
         "load": ["reconcile-effects"],
         "append": ["reconcile-remote"],
         "archive": ["deadline-infeasible"],
     },
 }
-SENSOR_DECISION = {ON_TIME: "retry-eligible", LATE: "deadline-infeasible"}
+SENSOR_DECISION = {"on-time": "retry-eligible", "late": "deadline-infeasible"}
 
 
 def decoded(value: Any) -> Any:
@@ -91,15 +107,15 @@ def evidence(stack: AirflowStack, run_id: str) -> dict[str, list[dict[str, Any]]
     return {task: decoded(value)["decisions"] for task, value in rows}
 
 
-def problems(stack: AirflowStack, run_id: str, day: tuple[str, int]) -> list[str]:
+def problems(stack: AirflowStack, run_id: str, day: Day) -> list[str]:
     """Everything about the run that differs from what the gate decided; [] when none."""
     found: list[str] = []
     states = stack.task_states(DAG_ID, run_id)
-    for task, expected in FINAL_STATES[day].items():
+    for task, expected in FINAL_STATES[day.kind].items():
         if states.get(task) != expected:
             found.append(f"{task}: expected (state, try) {expected}, got {states.get(task)}")
-    found += _policy_problems(evidence(stack, run_id), states, POLICY_DECISIONS[day])
-    found += _sensor_problems(stack, run_id, states, SENSOR_DECISION[day])
+    found += _policy_problems(evidence(stack, run_id), states, POLICY_DECISIONS[day.kind])
+    found += _sensor_problems(stack, run_id, states, SENSOR_DECISION[day.kind])
     return found
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.example.expectations import DAG_ID, LATE, ON_TIME, problems, xcom
+from tests.example.expectations import DAG_ID, LATE, ON_TIME, Day, problems, xcom
 from tests.stack import ROOT, AirflowStack
 
 PARSE = """
@@ -53,9 +53,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
 @pytest.mark.airflow
 @pytest.mark.slow
 @pytest.mark.parametrize("day", [ON_TIME, LATE], ids=["on-time day", "late day"])
-def test_example_run_follows_the_gate(stack: AirflowStack, day: tuple[str, int]) -> None:
-    business_date, deadline = day
-    run_id = stack.trigger(DAG_ID, conf={"deadline_seconds": deadline}, logical_date=business_date)
+def test_example_run_follows_the_gate(stack: AirflowStack, day: Day) -> None:
+    run_id = stack.trigger(
+        DAG_ID, conf={"deadline_seconds": day.deadline}, logical_date=day.business_date
+    )
     assert stack.wait_for_run(DAG_ID, run_id, timeout=300) == "success"
     assert problems(stack, run_id, day) == []
     table = xcom(stack, run_id, "retry_gate")

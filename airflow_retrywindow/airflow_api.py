@@ -1,0 +1,470 @@
+"""Reading a DAG run's task instances, XCom keys and pools through Airflow's REST API.
+
+In Airflow 3 a task cannot query the metadata database; the public REST API
+(``/api/v2``) is the supported way to see other task instances. This module
+reads it with the official ``apache-airflow-client`` and an Airflow connection
+(default id ``airflow_api_default``):
+
+* ``host`` - the API server's base URL, e.g. ``http://airflow-apiserver:8080``
+  (a bare host name gets ``schema`` or ``http`` and ``port``);
+* ``login`` and ``password`` - exchanged for a JWT at ``POST /auth/token``;
+* or ``extra`` ``{"access_token": "..."}`` - a JWT used as given;
+* optional ``extra`` ``{"verify_ssl": false}`` or ``{"ssl_ca_cert": "/path/ca.pem"}``.
+
+Requests grow with pages, not with targets: the task instances of all targets
+come from one paged ``POST .../taskInstances/list`` with a ``task_ids`` filter,
+the failure classes from one paged XCom key listing, the pools from one paged
+``GET /pools``. Only a target whose task instance was reset since its last try
+(a manual clear) costs one more request, for its earlier tries.
+
+Every failure raises :class:`AirflowApiError` naming the request and the cause,
+so a gate can refuse to decide (fail closed) and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+import pendulum
+
+from airflow_retrywindow.capacity import PoolState
+
+if TYPE_CHECKING:
+    from airflow_client.client import ApiClient
+
+DEFAULT_CONN_ID = "airflow_api_default"
+#: rows per page asked for; the server may cap it (``[api] maximum_page_limit``)
+DEFAULT_PAGE_SIZE = 100
+#: seconds to wait for each request
+DEFAULT_TIMEOUT = 30.0
+
+T = TypeVar("T")
+
+
+class AirflowApiError(RuntimeError):
+    """The REST API could not be read; the message says which request and why."""
+
+
+@dataclass(frozen=True)
+class TaskInstanceRow:
+    """One try of a task instance, as the API reported it.
+
+    :param task_id: the task id.
+    :param map_index: ``-1`` unless the task is mapped.
+    :param state: Airflow's state name, ``None`` when the row has none.
+    :param try_number: Airflow's try number (0 before the first try).
+    :param max_tries: Airflow's ``max_tries`` when the row was written.
+    :param start_date: when the try started.
+    :param end_date: when the try ended.
+    :param pool: the pool the task runs in.
+    :param pool_slots: the slots one try holds.
+    :param observed_at: when the API answered with this row.
+    """
+
+    task_id: str
+    map_index: int
+    state: str | None
+    try_number: int
+    max_tries: int
+    start_date: pendulum.DateTime | None
+    end_date: pendulum.DateTime | None
+    pool: str
+    pool_slots: int
+    observed_at: pendulum.DateTime
+
+
+@dataclass(frozen=True)
+class XComKey:
+    """One XCom entry's key, as the API lists it (the listing carries no values).
+
+    :param task_id: the task that pushed it.
+    :param map_index: the pushing task's map index.
+    :param key: the XCom key.
+    :param timestamp: when it was pushed.
+    """
+
+    task_id: str
+    map_index: int
+    key: str
+    timestamp: pendulum.DateTime
+
+
+class AirflowApi:
+    """A reader of Airflow's REST API that counts its requests.
+
+    :param base_url: the API server's base URL, without ``/api/v2``.
+    :param login: the user to exchange for a JWT with ``password``.
+    :param password: that user's password.
+    :param access_token: a JWT to use as given, instead of ``login``/``password``.
+    :param verify_ssl: whether to verify the server's TLS certificate.
+    :param ssl_ca_cert: a CA bundle for the server's certificate.
+    :param page_size: rows asked for per page (1 to 1000).
+    :param timeout: seconds to wait for each request.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        login: str | None = None,
+        password: str | None = None,
+        access_token: str | None = None,
+        verify_ssl: bool = True,
+        ssl_ca_cert: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise AirflowApiError(
+                f"the API base URL must look like http://host:port, got {base_url!r}"
+            )
+        if isinstance(page_size, bool) or not isinstance(page_size, int):
+            raise ValueError(f"page_size must be a whole number, got {page_size!r}")
+        if not 1 <= page_size <= 1000:
+            raise ValueError(f"page_size must be from 1 to 1000, got {page_size}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.base_url = base_url.rstrip("/")
+        self.login = login
+        self.password = password
+        self.access_token = access_token
+        self.verify_ssl = verify_ssl
+        self.ssl_ca_cert = ssl_ca_cert
+        self.page_size = page_size
+        self.timeout = float(timeout)
+        #: requests made so far, the token request included
+        self.requests = 0
+        self._api_client: ApiClient | None = None
+
+    @classmethod
+    def from_connection(
+        cls,
+        conn_id: str = DEFAULT_CONN_ID,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> AirflowApi:
+        """A reader configured from the Airflow connection ``conn_id``.
+
+        :param conn_id: the connection holding the API's URL and credentials.
+        :param page_size: rows asked for per page.
+        :param timeout: seconds to wait for each request.
+        """
+        from airflow.sdk import BaseHook
+
+        try:
+            conn = BaseHook.get_connection(conn_id)
+        except Exception as error:
+            raise AirflowApiError(
+                f"the Airflow connection {conn_id!r} for the REST API could not be read "
+                f"({type(error).__name__}: {error}); create it with host (the API server's "
+                "URL, e.g. http://localhost:8080), login and password"
+            ) from error
+        extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else {}
+        return cls(
+            connection_url(conn.host, conn.schema, conn.port, conn_id),
+            login=conn.login or None,
+            password=conn.password or None,
+            access_token=extra.get("access_token") or None,
+            verify_ssl=_flag(extra.get("verify_ssl", True), "verify_ssl", conn_id),
+            ssl_ca_cert=extra.get("ssl_ca_cert") or None,
+            page_size=page_size,
+            timeout=timeout,
+        )
+
+    # -- the reads ---------------------------------------------------------------
+
+    def task_instances(
+        self, dag_id: str, run_id: str, task_ids: Collection[str]
+    ) -> list[TaskInstanceRow]:
+        """The current task instances of ``task_ids`` in one run, in one paged request."""
+        from airflow_client.client import TaskInstanceApi, TaskInstancesBatchBody
+
+        if not task_ids:
+            return []
+        api = TaskInstanceApi(self._client())
+        wanted = sorted(set(task_ids))
+
+        def page(offset: int) -> tuple[list[Any], int]:
+            body = TaskInstancesBatchBody(
+                dag_ids=[dag_id],
+                dag_run_ids=[run_id],
+                task_ids=wanted,
+                page_limit=self.page_size,
+                page_offset=offset,
+                order_by="id",
+            )
+            answer = api.get_task_instances_batch(
+                dag_id="~",
+                dag_run_id="~",
+                task_instances_batch_body=body,
+                _request_timeout=self.timeout,
+            )
+            return list(answer.task_instances), int(answer.total_entries or 0)
+
+        where = f"task instances of run {run_id!r} of DAG {dag_id!r}"
+        return [_row(item, seen) for item, seen in self._pages(page, where)]
+
+    def task_tries(self, dag_id: str, run_id: str, task_id: str) -> list[TaskInstanceRow]:
+        """Every try of one task instance, earlier tries included (one request)."""
+        from airflow_client.client import TaskInstanceApi
+
+        api = TaskInstanceApi(self._client())
+        where = f"tries of task {task_id!r} in run {run_id!r} of DAG {dag_id!r}"
+        answer = self._call(
+            where,
+            lambda: api.get_task_instance_tries(
+                dag_id=dag_id,
+                dag_run_id=run_id,
+                task_id=task_id,
+                _request_timeout=self.timeout,
+            ),
+        )
+        seen = _now()
+        return [_row(item, seen) for item in answer.task_instances]
+
+    def xcom_keys(self, dag_id: str, run_id: str, key_prefix: str) -> list[XComKey]:
+        """The XCom keys starting with ``key_prefix`` of every task of one run, paged."""
+        from airflow_client.client import XComApi
+
+        api = XComApi(self._client())
+
+        def page(offset: int) -> tuple[list[Any], int]:
+            answer = api.get_xcom_entries(
+                dag_id=dag_id,
+                dag_run_id=run_id,
+                task_id="~",
+                xcom_key_prefix_pattern=key_prefix,
+                limit=self.page_size,
+                offset=offset,
+                order_by=["task_id", "key"],
+                _request_timeout=self.timeout,
+            )
+            return list(answer.xcom_entries), int(answer.total_entries or 0)
+
+        where = f"XCom keys {key_prefix}* of run {run_id!r} of DAG {dag_id!r}"
+        return [
+            XComKey(item.task_id, item.map_index, item.key, _aware(item.timestamp))
+            for item, _ in self._pages(page, where)
+            # the prefix filter is index-friendly but loose: keep exact matches only
+            if item.key.startswith(key_prefix)
+        ]
+
+    def xcom_value(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any:
+        """The value of one XCom entry (one request)."""
+        from airflow_client.client import XComApi
+
+        api = XComApi(self._client())
+        where = f"XCom {key!r} of task {task_id!r} in run {run_id!r} of DAG {dag_id!r}"
+        answer = self._call(
+            where,
+            lambda: api.get_xcom_entry(
+                dag_id=dag_id,
+                dag_run_id=run_id,
+                task_id=task_id,
+                xcom_key=key,
+                map_index=-1,
+                _request_timeout=self.timeout,
+            ),
+        )
+        value = getattr(answer.actual_instance, "value", None)
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+        return value
+
+    def pools(self, names: Collection[str]) -> dict[str, PoolState]:
+        """The pools named ``names`` that exist, in one paged request."""
+        from airflow_client.client import PoolApi
+
+        if not names:
+            return {}
+        api = PoolApi(self._client())
+
+        def page(offset: int) -> tuple[list[Any], int]:
+            answer = api.get_pools(
+                limit=self.page_size,
+                offset=offset,
+                order_by=["name"],
+                _request_timeout=self.timeout,
+            )
+            return list(answer.pools), int(answer.total_entries or 0)
+
+        wanted = set(names)
+        found: dict[str, PoolState] = {}
+        for item, _ in self._pages(page, "pools"):
+            if item.name in wanted:
+                found[item.name] = PoolState(
+                    name=item.name,
+                    slots=item.slots,
+                    occupied=item.occupied_slots,
+                    deferred=item.deferred_slots,
+                    open=item.open_slots,
+                    include_deferred=item.include_deferred,
+                )
+        return found
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _pages(
+        self, page: Callable[[int], tuple[list[T], int]], where: str
+    ) -> Iterator[tuple[T, pendulum.DateTime]]:
+        """Every row of a paged listing with the time its page arrived.
+
+        The next offset follows the rows received, not the page size asked for,
+        so a server that caps the page size still gives every row.
+        """
+        offset = 0
+        while True:
+            rows, total = self._call(where, partial(page, offset))
+            seen = _now()
+            for row in rows:
+                yield row, seen
+            offset += len(rows)
+            if not rows or offset >= total:
+                return
+
+    def _call(self, where: str, request: Callable[[], T]) -> T:
+        from airflow_client.client.exceptions import ApiException, OpenApiException
+
+        self._client()  # the token request, if any, is made and counted first
+        self.requests += 1
+        try:
+            return request()
+        except ApiException as error:
+            raise AirflowApiError(
+                f"the Airflow REST API at {self.base_url} refused to read {where}: "
+                f"HTTP {error.status} {error.reason} {_short(error.body)}"
+            ) from error
+        except OpenApiException as error:
+            raise AirflowApiError(
+                f"the Airflow REST API at {self.base_url} gave an unreadable answer for "
+                f"{where}: {error}"
+            ) from error
+        except Exception as error:
+            raise AirflowApiError(
+                f"the Airflow REST API at {self.base_url} could not be reached to read {where} "
+                f"({type(error).__name__}: {_short(str(error))})"
+            ) from error
+
+    def _client(self) -> ApiClient:
+        if self._api_client is None:
+            from airflow_client.client import ApiClient, Configuration
+
+            config = Configuration(host=self.base_url)
+            config.verify_ssl = self.verify_ssl
+            config.ssl_ca_cert = self.ssl_ca_cert
+            config.retries = 0  # one request per call: the count must be exact
+            client = ApiClient(config)
+            config.access_token = self.access_token or self._token(client)
+            self._api_client = client
+        return self._api_client
+
+    def _token(self, client: ApiClient) -> str | None:
+        """A JWT from ``POST /auth/token`` for ``login``/``password``, if given."""
+        if not self.login:
+            return None
+        url = f"{self.base_url}/auth/token"
+        self.requests += 1
+        try:
+            answer = client.rest_client.request(  # type: ignore[no-untyped-call]
+                "POST",
+                url,
+                headers={"Content-Type": "application/json", "Accept": "application/json"},
+                body={"username": self.login, "password": self.password or ""},
+                _request_timeout=self.timeout,
+            )
+            answer.read()
+        except Exception as error:
+            raise AirflowApiError(
+                f"the Airflow REST API at {self.base_url} could not be reached to get a token "
+                f"({type(error).__name__}: {_short(str(error))})"
+            ) from error
+        text = (answer.data or b"").decode("utf-8", "replace")
+        if answer.status not in (200, 201):
+            raise AirflowApiError(
+                f"the Airflow API at {self.base_url} refused a token for user {self.login!r}: "
+                f"HTTP {answer.status} {_short(text)}; check the connection's login and password"
+            )
+        try:
+            token = json.loads(text)["access_token"]
+        except (ValueError, KeyError, TypeError):
+            raise AirflowApiError(
+                f"POST {url} answered without an access_token: {_short(text)}"
+            ) from None
+        if not isinstance(token, str) or not token:
+            raise AirflowApiError(f"POST {url} answered with an empty access_token")
+        return token
+
+
+def connection_url(host: str | None, schema: str | None, port: int | None, conn_id: str) -> str:
+    """The base URL an Airflow connection describes.
+
+    :param host: the connection's host: a URL (``http://api:8080``) or a name.
+    :param schema: ``http`` or ``https`` when ``host`` is a bare name.
+    :param port: the port when ``host`` does not give one.
+    :param conn_id: the connection's id, for messages.
+    """
+    if not host:
+        raise AirflowApiError(
+            f"the Airflow connection {conn_id!r} has no host; set it to the API server's URL, "
+            "e.g. http://localhost:8080"
+        )
+    if "://" in host:
+        parts = urlsplit(host)
+        if port and parts.port is None and parts.hostname:
+            netloc = f"{parts.netloc}:{port}"
+            return parts._replace(netloc=netloc).geturl().rstrip("/")
+        return host.rstrip("/")
+    scheme = schema if schema in ("http", "https") else "http"
+    return f"{scheme}://{host}{f':{port}' if port else ''}".rstrip("/")
+
+
+def _row(item: Any, seen: pendulum.DateTime) -> TaskInstanceRow:
+    state = item.state
+    return TaskInstanceRow(
+        task_id=item.task_id,
+        map_index=item.map_index,
+        state=None if state is None else str(getattr(state, "value", state)),
+        try_number=item.try_number,
+        max_tries=item.max_tries,
+        start_date=_aware(item.start_date) if item.start_date else None,
+        end_date=_aware(item.end_date) if item.end_date else None,
+        pool=item.pool,
+        pool_slots=item.pool_slots,
+        observed_at=seen,
+    )
+
+
+def _aware(value: datetime) -> pendulum.DateTime:
+    if value.tzinfo is None:  # the API always sends an offset; refuse to guess one
+        raise AirflowApiError(f"the API sent a time without a timezone: {value.isoformat()}")
+    return pendulum.instance(value).in_timezone("UTC")
+
+
+def _now() -> pendulum.DateTime:
+    # a whole microsecond clock read once per answer
+    return pendulum.from_timestamp(time.time(), tz="UTC")
+
+
+def _flag(value: object, name: str, conn_id: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise AirflowApiError(f"connection {conn_id!r}: extra {name} must be true or false")
+
+
+def _short(text: str | None, limit: int = 300) -> str:
+    text = (text or "").strip().replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."

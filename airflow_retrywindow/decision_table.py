@@ -1,0 +1,310 @@
+"""The gate's decision table: the model's answer per target, with capacity and budget.
+
+Facts are grouped by retry policy into fixtures of at most 20 tasks; each
+fixture is evaluated by the offline model exactly as the command line would,
+and its payload, result and clock origin are kept for offline replay. Every
+target then gets its decision with the numbers in real time, a one-line
+reason, an English status update, and a pool capacity verdict. A resource
+budget, when given, is one verdict for the whole gate.
+
+Nothing here reads Airflow or the network: the table is a pure function of
+what was observed, so it can be tested and replayed on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pendulum
+
+from airflow_retrywindow.budget import Budget, BudgetVerdict
+from airflow_retrywindow.capacity import CapacityVerdict, PoolState, assess
+from airflow_retrywindow.clock import Clock
+from airflow_retrywindow.fixtures import ClockedFixture, model_task_id
+from airflow_retrywindow.model import Decision, evaluate
+from airflow_retrywindow.reasons import MAX_REASON, moment, reason
+from airflow_retrywindow.status import status_update
+from airflow_retrywindow.targets import NOT_ATTEMPTED, Observed, group_by_policy
+
+#: decisions that let a guarded task run
+ALLOWING = frozenset({Decision.RETRY_ELIGIBLE.value, NOT_ATTEMPTED})
+WAIT_BACKOFF = Decision.WAIT_BACKOFF.value
+
+_UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
+
+
+@dataclass(frozen=True)
+class TargetDecision:
+    """The gate's answer for one target.
+
+    :param task_id: the Airflow task id.
+    :param decision: the model's decision, or ``not-attempted``.
+    :param observed: what the gate knew about the target.
+    :param reason: one line: the decision, then its numbers in real time.
+    :param status: the English status update for the target.
+    :param capacity: the pool capacity verdict for its next attempt.
+    :param numbers: the model's numbers as real times (see :meth:`as_dict`).
+    :param earliest_start: when the next attempt may start, if scheduled.
+    :param fixture: the index of the fixture that decided it, if any.
+    """
+
+    task_id: str
+    decision: str
+    observed: Observed
+    reason: str
+    status: str
+    capacity: CapacityVerdict
+    numbers: dict[str, Any]
+    earliest_start: pendulum.DateTime | None
+    fixture: int | None
+
+    @property
+    def allows(self) -> bool:
+        """Whether the decision itself lets the task run (capacity and budget aside)."""
+        return self.decision in ALLOWING
+
+    def as_dict(self) -> dict[str, Any]:
+        """The target's row of the decision record, JSON-ready."""
+        view = self.observed
+        return {
+            "taskId": self.task_id,
+            "decision": self.decision,
+            "reason": self.reason,
+            "status": self.status,
+            "state": view.state,
+            "source": view.source,
+            "classification": view.classification,
+            "airflowState": view.airflow_state,
+            "tryNumber": view.try_number,
+            "safeRepeat": view.target.work.safe_repeat,
+            **self.numbers,
+            "capacity": self.capacity.as_dict(),
+            "fixture": self.fixture,
+        }
+
+
+@dataclass(frozen=True)
+class DecisionTable:
+    """Every target's decision, the fixtures behind them, and the budget verdict.
+
+    :param as_of: the moment of the decision.
+    :param deadline: the delivery deadline.
+    :param decisions: one per target, in the targets' order.
+    :param fixtures: the evaluated fixtures with their results and clock origins.
+    :param budget: the budget verdict, ``None`` without a budget.
+    """
+
+    as_of: pendulum.DateTime
+    deadline: pendulum.DateTime
+    decisions: tuple[TargetDecision, ...]
+    fixtures: tuple[dict[str, Any], ...]
+    budget: BudgetVerdict | None
+
+    def decision(self, task_id: str) -> TargetDecision:
+        """The decision for ``task_id``."""
+        for row in self.decisions:
+            if row.task_id == task_id:
+                return row
+        raise KeyError(task_id)
+
+    def blockers(self, task_id: str) -> list[str]:
+        """Why the target's next attempt may not run now; empty when it may."""
+        row = self.decision(task_id)
+        found = [] if row.allows else [row.reason]
+        if row.capacity.blocks:
+            found.append(row.capacity.reason)
+        if self.budget is not None and self.budget.blocks:
+            found.append(self.budget.reason)
+        return found
+
+    def as_dict(self) -> dict[str, Any]:
+        """The table as JSON-ready values."""
+        return {
+            "asOf": self.as_of.format(_UTC),
+            "deadline": self.deadline.format(_UTC),
+            "deadlinePassed": self.as_of > self.deadline,
+            "decisions": [row.as_dict() for row in self.decisions],
+            "budget": self.budget.as_dict() if self.budget else None,
+            "fixtures": list(self.fixtures),
+            "jobsExecuted": False,
+            "idempotencyProven": False,
+            "completionGuaranteed": False,
+            "productionApproval": False,
+        }
+
+
+def decide(
+    observed: Sequence[Observed],
+    *,
+    as_of: datetime,
+    deadline: datetime,
+    max_observation_age: int,
+    origin: datetime | None,
+    pools: Mapping[str, PoolState],
+    budget: Budget | None = None,
+) -> DecisionTable:
+    """Evaluate every observed target and assemble the table.
+
+    :param observed: the targets as observed, in a stable order.
+    :param as_of: the moment of the decision (after every observation).
+    :param deadline: the delivery deadline.
+    :param max_observation_age: the allowed age of an observation, in seconds.
+    :param origin: the preferred clock origin (the data interval start).
+    :param pools: the pools the targets use, as read; a missing pool is infeasible.
+    :param budget: the resource budget, if any.
+    :raises InvalidFixture: when the model refuses a fixture (nothing is decided).
+    """
+    now = pendulum.instance(as_of).in_timezone("UTC")
+    due = pendulum.instance(deadline).in_timezone("UTC")
+    rows: dict[str, TargetDecision] = {}
+    fixtures: list[dict[str, Any]] = []
+    views = {view.target.task_id: view for view in observed}
+    for settings, facts in group_by_policy(observed):
+        fixture = ClockedFixture.build(
+            as_of=now,
+            deadline=due,
+            max_observation_age=max_observation_age,
+            settings=settings,
+            tasks=facts,
+            origin=origin,
+        )
+        result = evaluate(fixture.payload)
+        index = len(fixtures)
+        fixtures.append(
+            {
+                "origin": fixture.clock.iso(),
+                "fixture": fixture.payload,
+                "result": result,
+                "taskIds": fixture.task_ids,
+            }
+        )
+        for entry in _entries(result):
+            task_id = fixture.task_ids[str(entry["id"])]
+            rows[task_id] = _decided(views[task_id], entry, fixture, index, pools)
+    decisions = tuple(
+        rows[view.target.task_id] if view.facts else _not_attempted(view, pools)
+        for view in observed
+    )
+    verdict = budget.verdict() if budget is not None else None
+    return DecisionTable(now, due, decisions, tuple(fixtures), verdict)
+
+
+def _entries(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    tasks = result.get("tasks")
+    if not isinstance(tasks, list):
+        raise ValueError("the model's result has no task list")
+    return tasks
+
+
+def _decided(
+    view: Observed,
+    entry: Mapping[str, Any],
+    fixture: ClockedFixture,
+    index: int,
+    pools: Mapping[str, PoolState],
+) -> TargetDecision:
+    from airflow_retrywindow.model import Fixture as ModelFixture
+    from airflow_retrywindow.model import TaskDecision
+
+    payload = fixture.payload
+    model_id = model_task_id(view.target.task_id)
+    task = next(item for item in payload["tasks"] if item["id"] == model_id)
+    clock = fixture.clock
+    decision = str(entry["decision"])
+    text = reason(entry, task=task, payload=payload, clock=clock, subject=view.detail)
+    typed = ModelFixture.from_dict(payload)
+    observation = next(item for item in typed.tasks if item.id == model_id)
+    today = clock.at(int(payload["asOf"]))
+    status = status_update(
+        TaskDecision(
+            model_id,
+            Decision(decision),
+            entry.get("backoff"),
+            entry.get("earliestStart"),
+            entry.get("estimatedFinish"),
+        ),
+        observation,
+        typed,
+        clock=lambda seconds: moment(clock, seconds, today),
+    )
+    start = entry.get("earliestStart")
+    finish = entry.get("estimatedFinish")
+    numbers = {
+        "modelId": model_id,
+        "attempts": task["attempts"],
+        "maxAttempts": payload["policy"]["maxAttempts"],
+        "observedAt": _iso(clock, task["observedAt"]),
+        "lastFinishedAt": _iso(clock, task["lastFinishedAt"]),
+        "backoffSeconds": entry.get("backoff"),
+        "earliestStart": _iso(clock, start),
+        "estimatedFinish": _iso(clock, finish),
+        "slackSeconds": None if finish is None else int(payload["deadline"]) - int(finish),
+    }
+    capacity = assess(view.pool, view.pool_slots, pools.get(view.pool))
+    return TargetDecision(
+        task_id=view.target.task_id,
+        decision=decision,
+        observed=view,
+        reason=text,
+        status=_held(_with_name(status, model_id, view.target.task_id), capacity),
+        capacity=capacity,
+        numbers=numbers,
+        earliest_start=None if start is None else clock.at(int(start)),
+        fixture=index,
+    )
+
+
+def _not_attempted(view: Observed, pools: Mapping[str, PoolState]) -> TargetDecision:
+    task_id = view.target.task_id
+    text = (
+        f"{NOT_ATTEMPTED}: {task_id} has no try in this run yet; a first run is not a retry, "
+        "so the gate does not hold it back"
+    )
+    capacity = assess(view.pool, view.pool_slots, pools.get(view.pool))
+    status = _held(
+        f"{task_id}: confirmed no attempt in this run; unknown: whether the first attempt "
+        "succeeds; next: run it as scheduled; next evidence: the first attempt's result.",
+        capacity,
+    )
+    numbers = {
+        "modelId": model_task_id(task_id),
+        "attempts": 0,
+        "maxAttempts": view.target.settings.max_attempts,
+        "observedAt": None,
+        "lastFinishedAt": None,
+        "backoffSeconds": None,
+        "earliestStart": None,
+        "estimatedFinish": None,
+        "slackSeconds": None,
+    }
+    return TargetDecision(
+        task_id=task_id,
+        decision=NOT_ATTEMPTED,
+        observed=view,
+        reason=text[:MAX_REASON],
+        status=status,
+        capacity=capacity,
+        numbers=numbers,
+        earliest_start=None,
+        fixture=None,
+    )
+
+
+def _held(status: str, capacity: CapacityVerdict) -> str:
+    """The status, with the pool's refusal when the pool can never hold the task."""
+    return f"{status} Held back by its pool: {capacity.reason}." if capacity.blocks else status
+
+
+def _iso(clock: Clock, seconds: object) -> str | None:
+    if seconds is None:
+        return None
+    return clock.at(int(str(seconds))).format(_UTC)
+
+
+def _with_name(status: str, model_id: str, task_id: str) -> str:
+    if model_id == task_id or not status.startswith(f"{model_id}:"):
+        return status
+    return f"{task_id}{status[len(model_id) :]}"

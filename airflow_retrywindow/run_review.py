@@ -1,0 +1,343 @@
+"""Reviewing the targets of a DAG run: Airflow's view, explicit observations, the model.
+
+This is the part the gate operator and the sensor share. It resolves each
+target in the gate's own DAG (its retry settings and whether a
+``RetryWindowPolicy`` classifies its failures), reads the run through the REST
+API, lets explicit observations override what Airflow says, and hands
+everything to the :mod:`~airflow_retrywindow.decision_table`.
+
+Any problem - a target outside the DAG, settings the model cannot express, an
+unreachable API, a missing connection, a fixture the model refuses - raises
+:class:`RetryWindowGateError`: the caller must then not let the guarded work run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pendulum
+
+from airflow_retrywindow import evidence
+from airflow_retrywindow.airflow_api import AirflowApi, TaskInstanceRow, XComKey
+from airflow_retrywindow.budget import Budget
+from airflow_retrywindow.clock import as_timedelta, bounded_seconds, seconds_down
+from airflow_retrywindow.deadline import Deadline
+from airflow_retrywindow.decision_table import DecisionTable, decide
+from airflow_retrywindow.retry_settings import AIRFLOW_DELAY_CAP, RetrySettings
+from airflow_retrywindow.targets import (
+    FAILED_STATES,
+    Observed,
+    Target,
+    latest_try,
+    needs_history,
+    observe,
+    observe_explicitly,
+    parse_observations,
+    target_of,
+)
+from airflow_retrywindow.work import Work
+
+#: the largest observation age the model accepts, in seconds
+MAX_OBSERVATION_AGE = 1_000_000_000
+#: the trigger rule under which a guarded task runs only after its gate succeeded: any
+#: other lets it run after the gate failed or was skipped, without a decision
+SAFE_TRIGGER_RULES = frozenset({"all_success"})
+#: the XCom keys a RetryWindowPolicy leaves (evidence and failure class)
+POLICY_XCOM_PREFIX = "retry_window."
+
+
+class RetryWindowGateError(RuntimeError):
+    """The gate could not decide, so it refuses: the guarded work must not run."""
+
+
+@dataclass(frozen=True)
+class Review:
+    """What one evaluation produced.
+
+    :param table: the decisions.
+    :param requests: REST API requests made.
+    :param api: the API's base URL.
+    """
+
+    table: DecisionTable
+    requests: int
+    api: str
+
+
+@dataclass(frozen=True)
+class RunReview:
+    """How to review the targets of the run a task belongs to.
+
+    :param targets: task id -> the estimate for one attempt of it.
+    :param deadline: when the delivery is due.
+    :param max_observation_age: the allowed age of an observation, whole seconds.
+    :param conn_id: the Airflow connection to the REST API.
+    :param page_size: rows asked for per page.
+    :param timeout: seconds to wait for each request.
+    """
+
+    targets: Mapping[str, Work]
+    deadline: Deadline
+    max_observation_age: int
+    conn_id: str
+    page_size: int
+    timeout: float
+
+    def resolve_targets(self, dag: Any) -> list[Target]:
+        """The targets as tasks of ``dag``; raises when one cannot be a target."""
+        return [self._target(dag, task_id, work) for task_id, work in self.targets.items()]
+
+    def _target(self, dag: Any, task_id: str, work: Work) -> Target:
+        task = task_in(dag, task_id)
+        return target_of(task_id, work, task, settings_of(task))
+
+    def review(
+        self,
+        context: Mapping[str, Any],
+        *,
+        observations: object = None,
+        budget: Budget | None = None,
+    ) -> Review:
+        """Decide every target of the context's run now.
+
+        :param context: the Airflow task context of the deciding task.
+        :param observations: the rendered explicit observations, if any.
+        :param budget: the rendered resource budget, if any.
+        :raises RetryWindowGateError: when anything stops a sound decision.
+        """
+        try:
+            return self._review(context, observations, budget)
+        except RetryWindowGateError:
+            raise
+        except Exception as error:
+            raise RetryWindowGateError(
+                f"the retry window gate could not decide, so the guarded work does not run: "
+                f"{type(error).__name__}: {error}"
+            ) from error
+
+    def _review(
+        self, context: Mapping[str, Any], observations: object, budget: Budget | None
+    ) -> Review:
+        dag = context["dag"]
+        run = context["dag_run"]
+        dag_id, run_id = str(dag.dag_id), str(run.run_id)
+        targets = self.resolve_targets(dag)
+        ids = [target.task_id for target in targets]
+        deadline = self.deadline.resolve(context)
+        # bad observations are refused before any request is made
+        explicit = parse_observations(observations, ids, as_of=pendulum.now("UTC"))
+        api = AirflowApi.from_connection(
+            self.conn_id, page_size=self.page_size, timeout=self.timeout
+        )
+        current = {
+            row.task_id: row
+            for row in api.task_instances(dag_id, run_id, ids)
+            if row.map_index == -1
+        }
+        latest: dict[str, TaskInstanceRow | None] = {}
+        for task_id in ids:
+            row = current.get(task_id)
+            if needs_history(row):
+                latest[task_id] = latest_try(api.task_tries(dag_id, run_id, task_id))
+            else:
+                latest[task_id] = row
+        failed = [t for t in targets if (r := latest[t.task_id]) and r.state in FAILED_STATES]
+        keys = api.xcom_keys(dag_id, run_id, POLICY_XCOM_PREFIX) if failed else []
+        observed = {
+            target.task_id: self._observe(
+                api,
+                dag_id=dag_id,
+                run_id=run_id,
+                target=target,
+                row=latest[target.task_id],
+                keys=keys,
+            )
+            for target in targets
+        }
+        for task_id, observation in explicit.items():
+            observed[task_id] = observe_explicitly(
+                observed[task_id].target, observation, observed[task_id]
+            )
+        views = [observed[task_id] for task_id in ids]
+        pools = api.pools({view.pool for view in views})
+        as_of = pendulum.now("UTC")
+        table = decide(
+            views,
+            as_of=as_of,
+            deadline=deadline,
+            max_observation_age=self.max_observation_age,
+            origin=context.get("data_interval_start"),
+            pools=pools,
+            budget=budget,
+        )
+        return Review(table=table, requests=api.requests, api=api.base_url)
+
+    def _observe(
+        self,
+        api: AirflowApi,
+        *,
+        dag_id: str,
+        run_id: str,
+        target: Target,
+        row: TaskInstanceRow | None,
+        keys: list[XComKey],
+    ) -> Observed:
+        failure, source = None, ""
+        if row is not None and row.state in FAILED_STATES:
+            failure, source = _failure(
+                api, dag_id=dag_id, run_id=run_id, target=target, row=row, keys=keys
+            )
+        return observe(target, row, failure=failure, failure_source=source)
+
+
+def _failure(
+    api: AirflowApi,
+    *,
+    dag_id: str,
+    run_id: str,
+    target: Target,
+    row: TaskInstanceRow,
+    keys: list[XComKey],
+) -> tuple[str | None, str]:
+    """The failure class the policy recorded for the row's try, and where it was read.
+
+    XComs are cleared when a try starts, so a key present now was pushed by the
+    latest try that started; the timestamp check guards against anything else.
+    """
+    mine = [
+        key
+        for key in keys
+        if key.task_id == target.task_id
+        and key.map_index == -1
+        and (row.start_date is None or key.timestamp >= row.start_date)
+    ]
+    marked = [(key, evidence.failure_of_key(key.key)) for key in mine]
+    classes = [(key, failure) for key, failure in marked if failure is not None]
+    if classes:
+        key, failure = max(classes, key=lambda item: item[0].timestamp)
+        return failure, f"XCom {key.key} of try {row.try_number}"
+    if any(key.key == evidence.EVIDENCE_KEY for key in mine):
+        # evidence without the class in a key (an older policy): read that one value
+        entry = api.xcom_value(dag_id, run_id, target.task_id, evidence.EVIDENCE_KEY)
+        if isinstance(entry, dict) and entry.get("tryNumber") == row.try_number:
+            recorded = entry.get("failure")
+            if isinstance(recorded, str):
+                return recorded, f"XCom {evidence.EVIDENCE_KEY} of try {row.try_number}"
+    return None, ""
+
+
+def task_in(dag: Any, task_id: str) -> Any:
+    """The task ``task_id`` of ``dag``, refusing ids outside it and mapped tasks."""
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    task_dict = getattr(dag, "task_dict", {})
+    if task_id not in task_dict:
+        raise RetryWindowGateError(
+            f"target {task_id!r} is not a task of DAG {dag.dag_id!r}; a gate decides about "
+            "tasks of its own DAG run (check the task id, including its task group prefix)"
+        )
+    task = task_dict[task_id]
+    if isinstance(task, MappedOperator):
+        raise RetryWindowGateError(
+            f"target {task_id!r} is a mapped task; the gate decides about whole tasks, "
+            "so target the tasks that are not mapped"
+        )
+    return task
+
+
+def settings_of(task: Any) -> RetrySettings:
+    """The task's retry settings as the model sees them, the same way its policy reads them."""
+    policy = getattr(task, "retry_policy", None)
+    settings = getattr(policy, "settings_of", None)
+    if callable(settings) and type(policy).__module__ == "airflow_retrywindow.retry_policy":
+        result = settings(task)
+        if isinstance(result, RetrySettings):
+            return result
+    return RetrySettings.of_task(task, delay_cap=_delay_cap())
+
+
+def _delay_cap() -> int:
+    try:
+        from airflow.sdk.definitions._internal.abstractoperator import MAX_RETRY_DELAY
+    except ImportError:
+        return AIRFLOW_DELAY_CAP
+    return int(MAX_RETRY_DELAY)
+
+
+# -- arguments shared by the gate operator and the sensor -------------------------
+
+
+def targets_argument(targets: object, gate_id: str) -> dict[str, Work]:
+    """Check ``targets``: task id -> :class:`Work`, at least one, never the gate itself."""
+    if not isinstance(targets, Mapping) or not targets:
+        raise ValueError(
+            "targets must map at least one task id to its Work(duration=..., validation=..., "
+            f"safe_repeat=...), got {targets!r}"
+        )
+    checked: dict[str, Work] = {}
+    for task_id, work in targets.items():
+        if not isinstance(task_id, str) or not task_id:
+            raise ValueError(f"targets: task ids must be non-empty strings, got {task_id!r}")
+        if task_id == gate_id:
+            raise ValueError(f"targets: {gate_id!r} cannot decide about itself")
+        if not isinstance(work, Work):
+            raise ValueError(
+                f"targets[{task_id!r}] must be a Work(duration=..., validation=..., "
+                f"safe_repeat=...), got {work!r}"
+            )
+        checked[task_id] = work
+    return checked
+
+
+def observations_argument(value: object) -> Any:
+    """Check ``observations``: a mapping, its JSON text, a template, an XComArg or None."""
+    if value is None or isinstance(value, (str, Mapping)):
+        return value
+    if type(value).__module__.startswith("airflow.sdk.definitions.xcom_arg"):
+        return value
+    raise ValueError(
+        "observations must be a mapping of task id to observation, its JSON text or a "
+        f"template, got {value!r}"
+    )
+
+
+def budget_argument(value: object) -> Budget | None:
+    """Check ``budget``: a :class:`Budget` or None."""
+    if value is not None and not isinstance(value, Budget):
+        raise ValueError(
+            f"budget must be a Budget(limit=..., estimate=..., unit=...), got {value!r}"
+        )
+    return value
+
+
+def observation_age_argument(value: object) -> int:
+    """Check ``max_observation_age`` (a timedelta or seconds) as whole seconds, rounded down."""
+    age = seconds_down(as_timedelta(value, "max_observation_age"))
+    return bounded_seconds(age, "max_observation_age", low=0, high=MAX_OBSERVATION_AGE)
+
+
+def page_size_argument(value: object) -> int:
+    """Check ``page_size``: rows per API page, 1 to 1000."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise ValueError(f"page_size must be a whole number from 1 to 1000, got {value!r}")
+    return value
+
+
+def timeout_argument(value: object) -> float:
+    """Check ``api_timeout``: seconds per API request, more than 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"api_timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def unsafe_trigger_rule(task: Any, gate_id: str) -> str | None:
+    """Why ``task`` could run without a decision of ``gate_id``, or ``None``."""
+    rule = str(getattr(task.trigger_rule, "value", task.trigger_rule))
+    if rule in SAFE_TRIGGER_RULES:
+        return None
+    return (
+        f"guarded task {task.task_id!r} has trigger_rule {rule!r}, which would let it run "
+        f"after {gate_id!r} failed or was skipped, without a decision; use all_success"
+    )

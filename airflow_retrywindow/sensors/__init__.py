@@ -1,0 +1,1 @@
+"""Sensors of the retry window gate."""

@@ -1,0 +1,349 @@
+"""``RetryWindowSensor``: wait out a retry's backoff, then let it through or skip it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pendulum
+from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+from airflow.providers.standard.utils.skipmixin import SkipMixin
+from airflow.sdk import BaseSensorOperator
+from airflow.sdk.bases.sensor import PokeReturnValue
+from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+
+from airflow_retrywindow.airflow_api import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
+from airflow_retrywindow.budget import Budget
+from airflow_retrywindow.deadline import Deadline
+from airflow_retrywindow.decision_record import build, work_unit_argument
+from airflow_retrywindow.decision_table import WAIT_BACKOFF
+from airflow_retrywindow.run_review import (
+    RetryWindowGateError,
+    Review,
+    RunReview,
+    budget_argument,
+    observation_age_argument,
+    observations_argument,
+    page_size_argument,
+    targets_argument,
+    timeout_argument,
+    unsafe_trigger_rule,
+)
+from airflow_retrywindow.work import Work
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from datetime import datetime
+
+    import jinja2
+    from airflow.sdk import Context
+
+_UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
+
+
+class RetryWindowSensor(BaseSensorOperator, SkipMixin):
+    """Hold a retry of ``target`` until its backoff has passed; skip it if it must not run.
+
+    Each evaluation reads the target's latest try through Airflow's REST API and
+    asks the decision model:
+
+    * ``retry-eligible`` (or ``not-attempted``: a first run is not a retry) - the
+      sensor succeeds and the downstream retry runs;
+    * ``wait-backoff`` - the sensor waits until the model's ``earliestStart``,
+      then evaluates again with fresh observations. Deferrable by default: the
+      wait happens in the triggerer (``DateTimeTrigger``) and holds no worker
+      slot; with ``deferrable=False`` the ``poke`` and ``reschedule`` modes sleep
+      or reschedule until that time;
+    * anything else (or a pool that can never hold the target, or an exceeded
+      budget) - the sensor short-circuits: its downstream tasks are skipped, the
+      reason is logged and kept in the ``return_value`` XCom.
+
+    ``timeout`` and ``soft_fail`` behave as for any sensor: when the backoff ends
+    after the timeout, the sensor times out (is skipped with ``soft_fail``). If
+    the sensor cannot decide (API unreachable, connection missing) it fails, so
+    the retry does not run.
+
+    :param target: the task of this DAG whose retry is held.
+    :param work: the estimate for one attempt of it.
+    :param deadline: when the delivery is due (see :class:`~airflow_retrywindow.Deadline`).
+    :param observations: explicit observations of the target (templated).
+    :param budget: an approved resource budget; its ``estimate`` is templated.
+    :param work_unit: the unit of work, templated.
+    :param max_observation_age: how old an observation may be (default 60 s).
+    :param airflow_conn_id: the connection to Airflow's REST API.
+    :param deferrable: wait in the triggerer (default ``True``).
+    :param ignore_downstream_trigger_rules: if ``True`` (default), skip everything
+        downstream; if ``False``, only the direct downstream tasks.
+    :param page_size: rows asked for per API page.
+    :param api_timeout: seconds to wait for each API request.
+    """
+
+    template_fields: Sequence[str] = ("observations", "budget", "work_unit")
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "observations": "json",
+        "work_unit": "json",
+    }
+    ui_color = "#f6e7c8"
+    inherits_from_skipmixin = True
+
+    def __init__(
+        self,
+        *,
+        target: str,
+        work: Work,
+        deadline: Deadline | Any,
+        observations: Mapping[str, Any] | str | None = None,
+        budget: Budget | None = None,
+        work_unit: Mapping[str, Any] | str | None = None,
+        max_observation_age: timedelta | float = timedelta(seconds=60),
+        airflow_conn_id: str = DEFAULT_CONN_ID,
+        deferrable: bool = True,
+        ignore_downstream_trigger_rules: bool = True,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        api_timeout: float = DEFAULT_TIMEOUT,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(target, str) or not target:
+            raise ValueError(f"target must be a task id, got {target!r}")
+        self.target = target
+        self.work = targets_argument({target: work}, self.task_id)[target]
+        self.deadline = Deadline.coerce(deadline)
+        self.observations = observations_argument(observations)
+        self.budget = budget_argument(budget)
+        self.work_unit = work_unit_argument(work_unit)
+        self.max_observation_age = observation_age_argument(max_observation_age)
+        if not isinstance(airflow_conn_id, str) or not airflow_conn_id:
+            raise ValueError(f"airflow_conn_id must be a connection id, got {airflow_conn_id!r}")
+        self.airflow_conn_id = airflow_conn_id
+        if not isinstance(deferrable, bool):
+            raise ValueError(f"deferrable must be True or False, got {deferrable!r}")
+        if deferrable and self.mode == "reschedule":
+            raise ValueError(
+                "mode='reschedule' needs deferrable=False; a deferrable sensor waits in the "
+                "triggerer instead"
+            )
+        self.deferrable = deferrable
+        if not isinstance(ignore_downstream_trigger_rules, bool):
+            raise ValueError(
+                "ignore_downstream_trigger_rules must be True or False, "
+                f"got {ignore_downstream_trigger_rules!r}"
+            )
+        self.ignore_downstream_trigger_rules = ignore_downstream_trigger_rules
+        self.page_size = page_size_argument(page_size)
+        self.api_timeout = timeout_argument(api_timeout)
+        self._next_start: pendulum.DateTime | None = None
+        self._final: dict[str, Any] | None = None
+
+    def render_template(
+        self,
+        content: Any,
+        context: Context,
+        jinja_env: jinja2.Environment | None = None,
+        seen_oids: set[int] | None = None,
+    ) -> Any:
+        """Render a budget's estimate; everything else as Airflow does."""
+        if isinstance(content, Budget):
+            estimate = super().render_template(content.estimate, context, jinja_env, seen_oids)
+            return content.with_estimate(estimate)
+        return super().render_template(content, context, jinja_env, seen_oids)
+
+    def retry_window_problems(self) -> list[str]:
+        """Everything wrong with this sensor in its DAG, checked when the DAG is parsed."""
+        if not self.has_dag():  # type: ignore[no-untyped-call]
+            return [f"sensor {self.task_id!r} is not in a DAG"]
+        problems: list[str] = []
+        try:
+            self._review().resolve_targets(self.dag)
+        except (ValueError, RuntimeError) as error:
+            problems.append(str(error))
+        for task_id in sorted(self.downstream_task_ids):
+            problem = unsafe_trigger_rule(self.dag.task_dict[task_id], self.task_id)
+            if problem:
+                problems.append(problem)
+        return problems
+
+    # -- the three ways of waiting ------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        problems = self.retry_window_problems()
+        if problems:
+            raise RetryWindowGateError(
+                "the retry window sensor is misconfigured, so the retry does not run: "
+                + "; ".join(problems)
+            )
+        if self.deferrable:
+            return self._decide_or_defer(context, started=pendulum.now("UTC"), waits=[])
+        super().execute(context)  # pokes (or reschedules) until a final decision
+        if self._final is None:  # pragma: no cover - poke() sets it before succeeding
+            raise RuntimeError("the sensor finished without a decision")
+        return self._finish(context, self._final)
+
+    def execute_complete(self, context: Context, event: Any = None) -> Any:
+        """Resume after the backoff: evaluate again with fresh observations."""
+        previous = context["ti"].xcom_pull(task_ids=self.task_id, key="return_value")
+        started, waits = pendulum.now("UTC"), []
+        if isinstance(previous, dict):
+            waits = list(previous.get("waits") or [])
+            first = previous.get("firstEvaluatedAt")
+            if isinstance(first, str):
+                started = _parse(first)
+        self.log.info("Backoff over (%s); evaluating again", event)
+        return self._decide_or_defer(context, started=started, waits=waits)
+
+    def poke(self, context: Context) -> bool | PokeReturnValue:
+        review = self._evaluate(context)
+        row = review.table.decision(self.target)
+        if row.decision == WAIT_BACKOFF and not self._blocked(review):
+            self._next_start = row.earliest_start
+            # the latest evaluation stays visible while the sensor waits
+            record = self._record(context, review, waits=[])
+            context["ti"].xcom_push(key="return_value", value=record)
+            self.log.info("%s; poking again at %s", row.reason, row.earliest_start)
+            return False
+        self._next_start = None
+        self._final = self._record(context, review, waits=[])
+        return True
+
+    def _get_next_poke_interval(
+        self,
+        started_at: datetime | float,
+        run_duration: Callable[[], float],
+        poke_count: int,
+    ) -> float:
+        """Sleep or reschedule until the backoff ends, not by a fixed interval."""
+        if self._next_start is None:
+            return float(super()._get_next_poke_interval(started_at, run_duration, poke_count))
+        wait = (self._next_start - pendulum.now("UTC")).total_seconds()
+        left = self.timeout - run_duration()
+        # a second at least, never past the timeout (the next poke then times out)
+        return max(1.0, min(wait, max(left, 0.0) + 1.0))
+
+    # -- deciding ---------------------------------------------------------------
+
+    def _decide_or_defer(
+        self, context: Context, *, started: pendulum.DateTime, waits: list[dict[str, Any]]
+    ) -> Any:
+        review = self._evaluate(context)
+        row = review.table.decision(self.target)
+        if row.decision != WAIT_BACKOFF or self._blocked(review) or row.earliest_start is None:
+            return self._finish(
+                context, self._record(context, review, waits=waits, started=started)
+            )
+        until = row.earliest_start
+        time_limit = started.add(seconds=self.timeout)
+        if until > time_limit:
+            record = self._record(context, review, waits=waits, started=started)
+            context["ti"].xcom_push(key="return_value", value={**record, "action": "timeout"})
+            self._time_out(
+                f"Sensor has timed out: the backoff of {self.target} ends at "
+                f"{until.format(_UTC)}, after the sensor's timeout at {time_limit.format(_UTC)}"
+            )
+        at = review.table.as_of.format(_UTC)
+        waits.append({"at": at, "until": until.format(_UTC), "reason": row.reason})
+        record = self._record(context, review, waits=waits, started=started)
+        # visible while deferred, and read back on resume (next_kwargs are not kept by dag.test)
+        context["ti"].xcom_push(key="return_value", value=record)
+        self.log.info("%s; deferring until %s", row.reason, until.format(_UTC))
+        self.defer(
+            trigger=DateTimeTrigger(moment=until),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=max((time_limit - pendulum.now("UTC")).total_seconds(), 1.0)),
+        )
+
+    def _time_out(self, message: str) -> None:
+        if self.soft_fail or self.never_fail:
+            raise AirflowSkipException(message)
+        raise AirflowSensorTimeout(message)
+
+    def _review(self) -> RunReview:
+        return RunReview(
+            targets={self.target: self.work},
+            deadline=self.deadline,
+            max_observation_age=self.max_observation_age,
+            conn_id=self.airflow_conn_id,
+            page_size=self.page_size,
+            timeout=self.api_timeout,
+        )
+
+    def _evaluate(self, context: Context) -> Review:
+        review = self._review().review(context, observations=self.observations, budget=self.budget)
+        self.log.info("Retry window %s: %s", self.target, review.table.decision(self.target).reason)
+        return review
+
+    def _blocked(self, review: Review) -> bool:
+        row = review.table.decision(self.target)
+        budget = review.table.budget
+        return row.capacity.blocks or bool(budget and budget.blocks)
+
+    def _record(
+        self,
+        context: Context,
+        review: Review,
+        *,
+        waits: list[dict[str, Any]],
+        started: pendulum.DateTime | None = None,
+    ) -> dict[str, Any]:
+        row = review.table.decision(self.target)
+        blockers = review.table.blockers(self.target)
+        if not blockers:
+            action = "run"
+        elif row.decision == WAIT_BACKOFF and blockers == [row.reason]:
+            action = "wait"
+        else:
+            action = "skip"
+        guard = [
+            {"taskId": task_id, "targets": [self.target], "action": action, "blockers": blockers}
+            for task_id in sorted(self.downstream_task_ids)
+        ]
+        return build(
+            review,
+            gate=self.task_id,
+            dag_id=self.dag_id,
+            run_id=str(context["dag_run"].run_id),
+            try_number=int(context["ti"].try_number),
+            deadline_rule=self.deadline.describe(),
+            work_unit=self.work_unit,
+            guard=guard,
+            skipped=[],
+            extra={
+                "target": self.target,
+                "action": action,
+                "waits": waits,
+                "firstEvaluatedAt": (started or review.table.as_of).format(_UTC),
+            },
+        )
+
+    def _finish(self, context: Context, record: dict[str, Any]) -> None:
+        ti = context["ti"]
+        self.log.info("Retry window status update:\n%s", record["statusUpdate"])
+        if record["action"] == "run":
+            ti.xcom_push(key="return_value", value=record)
+            self.log.info("The retry of %s may run.", self.target)
+            return
+        to_skip = self._to_skip(context)
+        record["skipped"] = [task.task_id for task in to_skip]
+        # the record first: skipping ends the task, and the evidence must survive it
+        ti.xcom_push(key="return_value", value=record)
+        self.log.info("Skipping the retry of %s: %s", self.target, record["skipped"])
+        self.skip(ti=ti, tasks=to_skip)
+
+    def _to_skip(self, context: Context) -> list[Any]:
+        task = context["task"]
+        relatives = (
+            task.get_flat_relatives(upstream=False)
+            if self.ignore_downstream_trigger_rules
+            else task.get_direct_relatives(upstream=False)
+        )
+        return sorted(
+            (relative for relative in relatives if not relative.is_teardown),
+            key=lambda relative: relative.task_id,
+        )
+
+
+def _parse(text: str) -> pendulum.DateTime:
+    parsed = pendulum.parse(text)
+    if not isinstance(parsed, pendulum.DateTime):
+        raise ValueError(f"not a date and time: {text!r}")
+    return parsed.in_timezone("UTC")

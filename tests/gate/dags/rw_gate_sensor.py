@@ -1,0 +1,115 @@
+"""Sensors holding retries: each target really fails, then its sensor decides.
+
+The three ``wait_*`` sensors (deferrable, poke, reschedule) each wait out a
+5 s backoff and let the retry through; they run one after another, and before
+anything else, so that each really waits. ``wait_broken`` skips the retry of a terminal failure;
+``wait_late`` and ``wait_late_hard`` time out on a one-hour backoff.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_retrywindow import (
+    Deadline,
+    RetryWindowPolicy,
+    RetryWindowSensor,
+    TerminalFailure,
+    Work,
+)
+
+DEADLINE = Deadline.after_data_interval_end(hours=6)
+QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
+BACKOFF = {"retries": 1, "retry_delay": timedelta(seconds=5)}
+
+with DAG(
+    "rw_gate_sensor",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["retry-window-test"],
+):
+    previous = None
+    for mode in ("deferred", "poke", "reschedule"):
+
+        @task(task_id=f"append_{mode}", trigger_rule="all_done", **BACKOFF)
+        def append() -> None:
+            raise AirflowFailException("append failed; retry after the backoff")
+
+        wait = RetryWindowSensor(
+            task_id=f"wait_{mode}",
+            target=f"append_{mode}",
+            work=QUICK,
+            deadline=DEADLINE,
+            deferrable=mode == "deferred",
+            mode="reschedule" if mode == "reschedule" else "poke",
+            poke_interval=600,
+            timeout=120,
+            trigger_rule="all_done",
+        )
+
+        @task(task_id=f"retry_{mode}")
+        def retry() -> str:
+            return "appended"
+
+        first = append()
+        if previous is not None:
+            previous >> first
+        first >> wait >> (previous := retry())
+
+    @task(
+        retries=2,
+        retry_delay=timedelta(seconds=2),
+        retry_policy=RetryWindowPolicy(
+            deadline=DEADLINE, duration=60, validation=30, safe_repeat=True
+        ),
+    )
+    def broken() -> None:
+        raise TerminalFailure("the destination table was dropped")
+
+    wait_broken = RetryWindowSensor(
+        task_id="wait_broken",
+        target="broken",
+        work=QUICK,
+        deadline=DEADLINE,
+        trigger_rule="all_done",
+    )
+
+    @task
+    def retry_broken() -> str:
+        return "never"
+
+    @task
+    def after_broken() -> str:
+        return "never either"
+
+    broken_task = broken()
+    previous >> broken_task
+    broken_task >> wait_broken >> retry_broken() >> after_broken()
+
+    @task(retries=1, retry_delay=timedelta(hours=1))
+    def late() -> None:
+        raise AirflowFailException("failed; the next attempt may start in an hour")
+
+    late_task = late()
+    previous >> late_task
+    for soft in (True, False):
+        sensor = RetryWindowSensor(
+            task_id="wait_late" if soft else "wait_late_hard",
+            target="late",
+            work=QUICK,
+            deadline=DEADLINE,
+            timeout=30,
+            soft_fail=soft,
+            trigger_rule="all_done",
+        )
+
+        @task(task_id="retry_late" if soft else "retry_late_hard")
+        def retry_late() -> str:
+            return "never"
+
+        late_task >> sensor >> retry_late()

@@ -1,0 +1,133 @@
+"""Run the gate's test DAGs with ``airflow dags test`` and read the results from the DB."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DAGS = Path(__file__).with_name("dags")
+
+#: installed as ``sitecustomize`` in an audited process: logs every socket it opens
+AUDIT_HOOK = textwrap.dedent(
+    """
+    import os
+    import sys
+
+    _PATH = os.environ["RW_SOCKET_AUDIT"]
+
+    def _audit(event, args):
+        if event in ("socket.connect", "socket.getaddrinfo"):
+            target = args[1] if event == "socket.connect" else args[:2]
+            with open(_PATH, "a") as out:
+                out.write(f"{event} {target!r}\\n")
+
+    sys.addaudithook(_audit)
+    """
+)
+
+
+@dataclass(frozen=True)
+class ApiServer:
+    """A running API server and the viewer allowed to read it."""
+
+    url: str
+    login: str
+    password: str
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def connection(self) -> str:
+        """The ``airflow_api_default`` connection, as an ``AIRFLOW_CONN_...`` value."""
+        return json.dumps(
+            {"conn_type": "http", "host": self.url, "login": self.login, "password": self.password}
+        )
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def install_dags(home: Path) -> None:
+    """Copy this folder's test DAGs into the Airflow home's DAG bundle."""
+    target = home / "dags"
+    target.mkdir(exist_ok=True)
+    for source in DAGS.glob("*.py"):
+        shutil.copy(source, target / source.name)
+
+
+def gate_env(server: ApiServer, **extra: str) -> dict[str, str]:
+    """The environment of a DAG run whose gates read ``server``."""
+    return {
+        **os.environ,
+        "AIRFLOW_CONN_AIRFLOW_API_DEFAULT": server.connection(),
+        **extra,
+    }
+
+
+def dags_test(dag_id: str, env: dict[str, str], *, audit: Path | None = None) -> tuple[str, str]:
+    """Run one DAG run to its end in-process (``airflow dags test``); return run id and output.
+
+    :param audit: when given, every socket the process opens is logged to this file.
+    """
+    env = dict(env)
+    if audit is not None:
+        hook_dir = audit.parent / "audit_site"
+        hook_dir.mkdir(exist_ok=True)
+        (hook_dir / "sitecustomize.py").write_text(AUDIT_HOOK)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook_dir), env.get("PYTHONPATH")]))
+        env["RW_SOCKET_AUDIT"] = str(audit)
+    binary = Path(sys.executable).with_name("airflow")
+    done = subprocess.run(
+        [str(binary), "dags", "test", dag_id],
+        env=env, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    rows = query("select run_id from dag_run where dag_id=? order by id desc limit 1", dag_id)
+    assert rows, f"no run of {dag_id} was recorded:\n{output[-5000:]}"
+    return str(rows[0][0]), output
+
+
+def query(sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows from the metadata DB."""
+    with sqlite3.connect(Path(os.environ["AIRFLOW_HOME"]) / "airflow.db") as db:
+        return db.execute(sql, params).fetchall()
+
+
+def states(dag_id: str, run_id: str) -> dict[str, str | None]:
+    """task id -> state of every task instance of the run."""
+    rows = query(
+        "select task_id, state from task_instance where dag_id=? and run_id=?", dag_id, run_id
+    )
+    return {task_id: state for task_id, state in rows}
+
+
+def xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+    """An XCom value of the run, decoded; ``None`` when there is none."""
+    rows = query(
+        "select value from xcom where dag_id=? and run_id=? and task_id=? and key=?",
+        dag_id, run_id, task_id, key,
+    )  # fmt: skip
+    if not rows:
+        return None
+    value = rows[0][0]
+    decoded = json.loads(value) if isinstance(value, (str, bytes)) else value
+    return json.loads(decoded) if isinstance(decoded, str) else decoded
+
+
+def decisions(record: dict[str, Any]) -> dict[str, str]:
+    """task id -> decision, from a gate's decision record."""
+    return {row["taskId"]: row["decision"] for row in record["decisions"]}

@@ -1,0 +1,355 @@
+"""The gate's pure parts: state mapping, observations, capacity, budget, fixtures per policy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+
+import pendulum
+import pytest
+
+from airflow_retrywindow.airflow_api import TaskInstanceRow, connection_url
+from airflow_retrywindow.budget import Budget, BudgetError
+from airflow_retrywindow.capacity import PoolState, assess
+from airflow_retrywindow.decision_table import decide
+from airflow_retrywindow.retry_settings import RetrySettings
+from airflow_retrywindow.targets import (
+    ObservationError,
+    Target,
+    TargetError,
+    group_by_policy,
+    latest_try,
+    needs_history,
+    observe,
+    observe_explicitly,
+    parse_observations,
+)
+from airflow_retrywindow.work import Work
+
+NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
+WORK = Work(duration=timedelta(minutes=5), validation=timedelta(minutes=1), safe_repeat=True)
+
+
+def _settings(task_id: str = "load", retries: int = 2, delay: int = 60) -> RetrySettings:
+    return RetrySettings.of(
+        task_id=task_id, retries=retries, retry_delay=timedelta(seconds=delay),
+        retry_exponential_backoff=0, max_retry_delay=None,
+    )  # fmt: skip
+
+
+def _target(task_id: str = "load", *, gated: bool = False, retries: int = 2) -> Target:
+    settings = _settings(task_id, retries)
+    return Target(task_id, WORK, settings, gated, "positions_db", 1)
+
+
+def _row(
+    state: str | None, try_number: int = 1, max_tries: int = 2, task_id: str = "load"
+) -> TaskInstanceRow:
+    return TaskInstanceRow(
+        task_id=task_id, map_index=-1, state=state, try_number=try_number, max_tries=max_tries,
+        start_date=NOW.subtract(minutes=10), end_date=NOW.subtract(minutes=9),
+        pool="positions_db", pool_slots=1, observed_at=NOW,
+    )  # fmt: skip
+
+
+# -- Airflow states onto model states ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("airflow_state", "gated", "failure", "model_state"),
+    [
+        ("success", False, None, "succeeded"),
+        ("queued", False, None, "running"),
+        ("scheduled", False, None, "running"),
+        ("running", False, None, "running"),
+        ("deferred", False, None, "running"),
+        ("up_for_reschedule", False, None, "running"),
+        ("restarting", False, None, "running"),
+        ("failed", False, None, "retryable"),
+        ("up_for_retry", False, None, "retryable"),
+        ("failed", True, "unknown", "unknown"),
+        ("failed", True, "terminal", "terminal"),
+        ("up_for_retry", True, "retryable", "retryable"),
+        ("failed", True, None, "unknown"),  # the policy saw no failure: killed, timed out
+    ],
+)
+def test_the_latest_try_maps_onto_a_model_state(
+    airflow_state: str, gated: bool, failure: str | None, model_state: str
+) -> None:
+    view = observe(_target(gated=gated), _row(airflow_state), failure=failure, failure_source="x")
+    assert view.facts is not None
+    assert view.state == model_state
+    confirmed = model_state not in ("running", "unknown")
+    assert (view.facts.finished_at is not None) == confirmed
+
+
+@pytest.mark.parametrize("row", [None, _row(None, try_number=0), _row("skipped", try_number=0)])
+def test_a_task_never_tried_is_not_attempted(row: TaskInstanceRow | None) -> None:
+    view = observe(_target(), row, failure=None, failure_source="")
+    assert view.facts is None
+    assert view.state == "not-attempted"
+
+
+def test_attempts_count_the_window_the_way_the_policy_does() -> None:
+    # a clear after try 2 raised max_tries to 2 + retries = 4; try 4 is attempt 4 - (4 - 2)
+    view = observe(_target(), _row("failed", 4, 4), failure=None, failure_source="")
+    assert view.facts is not None and view.facts.attempts == 2
+    with pytest.raises(TargetError, match="gives 0 attempts in this window"):
+        observe(_target(), _row("failed", 2, 4), failure=None, failure_source="")
+
+
+def test_a_reset_task_is_judged_by_its_last_real_try() -> None:
+    assert needs_history(_row(None, try_number=1))
+    assert needs_history(_row("skipped", try_number=2))
+    assert not needs_history(_row("failed", try_number=1))
+    assert not needs_history(_row(None, try_number=0))
+    tries = [_row("failed", 1), _row("success", 2, 3), _row("skipped", 2, 4), _row(None, 0)]
+    latest = latest_try(tries)
+    assert latest is not None and (latest.state, latest.try_number) == ("success", 2)
+    assert latest_try([_row(None, 0)]) is None
+
+
+def test_a_server_clock_ahead_is_refused() -> None:
+    ahead = TaskInstanceRow(
+        task_id="load", map_index=-1, state="failed", try_number=1, max_tries=2,
+        start_date=NOW, end_date=NOW.add(seconds=30), pool="p", pool_slots=1, observed_at=NOW,
+    )  # fmt: skip
+    with pytest.raises(TargetError, match="the API server's clock runs ahead"):
+        observe(_target(), ahead, failure=None, failure_source="")
+
+
+# -- explicit observations -----------------------------------------------------------
+
+
+def test_observations_override_airflow_and_keep_their_own_time() -> None:
+    text = json.dumps(
+        {
+            "load": {
+                "state": "retryable",
+                "observed_at": "2026-03-02T05:39:00Z",
+                "finished_at": "2026-03-02T05:31:10+00:00",
+                "source": "job load-7: FAILED",
+            }
+        }
+    )
+    parsed = parse_observations(text, ["load"], as_of=NOW)
+    airflow_view = observe(_target(), _row("running", 1, 2), failure=None, failure_source="")
+    view = observe_explicitly(_target(), parsed["load"], airflow_view)
+    assert view.source == "observations"
+    assert view.facts is not None
+    assert (view.facts.state, view.facts.attempts) == ("retryable", 1)  # Airflow's count
+    assert view.facts.observed_at == pendulum.datetime(2026, 3, 2, 5, 39, tz="UTC")
+
+
+def test_a_python_literal_from_an_xcom_pull_is_read_too() -> None:
+    text = str({"load": {"state": "unknown", "observed_at": "2026-03-02T05:39:00Z"}})
+    assert parse_observations(text, ["load"], as_of=NOW)["load"].state == "unknown"
+    for empty in (None, "", "None"):
+        assert parse_observations(empty, ["load"], as_of=NOW) == {}
+
+
+@pytest.mark.parametrize(
+    ("observations", "message"),
+    [
+        ({"laod": {}}, "observations name 'laod', which is not a target of this gate"),
+        ({"load": {"state": "done"}}, "state must be one of running, unknown, succeeded"),
+        ({"load": {"state": "running"}}, "observed_at is required"),
+        (
+            {"load": {"state": "running", "observed_at": "2026-03-02T05:00:00"}},
+            "must be timezone-aware, got the naive datetime",
+        ),
+        (
+            {"load": {"state": "running", "observed_at": "2026-03-02T06:00:00Z"}},
+            "is later than now",
+        ),
+        (
+            {"load": {"state": "retryable", "observed_at": "2026-03-02T05:00:00Z"}},
+            "a retryable task needs finished_at",
+        ),
+        (
+            {
+                "load": {
+                    "state": "unknown",
+                    "observed_at": "2026-03-02T05:00:00Z",
+                    "finished_at": "2026-03-02T05:00:00Z",
+                }
+            },
+            "a unknown task has no confirmed end; finished_at must be null",
+        ),
+        (
+            {
+                "load": {
+                    "state": "succeeded",
+                    "observed_at": "2026-03-02T05:00:00Z",
+                    "finished_at": "2026-03-02T05:10:00Z",
+                }
+            },
+            "is after observed_at",
+        ),
+        (
+            {"load": {"state": "running", "observed_at": "2026-03-02T05:00:00Z", "attempts": 0}},
+            "attempts must be a whole number from 1 to 10",
+        ),
+        (
+            {"load": {"state": "running", "observed_at": "2026-03-02T05:00:00Z", "job": "x"}},
+            "has unexpected fields job",
+        ),
+        ("[1, 2]", "observations must be a mapping of task id to observation"),
+        ("{not json", "observations must be JSON (or a Python literal) of a mapping"),
+    ],
+)
+def test_bad_observations_are_refused(observations: object, message: str) -> None:
+    with pytest.raises(ObservationError) as raised:
+        parse_observations(observations, ["load"], as_of=NOW)
+    assert message in str(raised.value)
+
+
+def test_observations_of_a_task_never_tried_need_attempts() -> None:
+    parsed = parse_observations(
+        {"load": {"state": "running", "observed_at": "2026-03-02T05:00:00Z"}}, ["load"], as_of=NOW
+    )
+    never = observe(_target(), None, failure=None, failure_source="")
+    with pytest.raises(ObservationError, match="need 'attempts': Airflow has no try"):
+        observe_explicitly(_target(), parsed["load"], never)
+
+
+# -- pool capacity ---------------------------------------------------------------------
+
+
+def _pool(occupied: int, deferred: int = 0, include_deferred: bool = False) -> PoolState:
+    held = occupied + (deferred if include_deferred else 0)
+    return PoolState("positions_db", 2, held, deferred, 2 - held, include_deferred)
+
+
+@pytest.mark.parametrize(
+    ("occupied", "pool_slots", "verdict"),
+    [
+        (0, 1, "fits-now"),
+        (0, 2, "fits-now"),  # the heavy extraction alone
+        (1, 1, "fits-now"),  # a second light one
+        (1, 2, "wait-capacity"),  # heavy waits for the light one
+        (2, 1, "wait-capacity"),
+        (0, 3, "capacity-infeasible"),  # larger than the pool: never
+    ],
+)
+def test_capacity_of_a_pool_of_two(occupied: int, pool_slots: int, verdict: str) -> None:
+    found = assess("positions_db", pool_slots, _pool(occupied))
+    assert found.verdict == verdict
+    assert found.blocks == (verdict == "capacity-infeasible")
+
+
+def test_deferred_tasks_hold_slots_only_when_the_pool_says_so() -> None:
+    assert assess("positions_db", 2, _pool(0, deferred=1)).verdict == "fits-now"
+    counted = assess("positions_db", 2, _pool(0, deferred=1, include_deferred=True))
+    assert counted.verdict == "wait-capacity"
+    assert "1 held by deferred tasks" in counted.reason
+
+
+def test_a_missing_or_unlimited_pool() -> None:
+    missing = assess("nowhere", 1, None)
+    assert missing.verdict == "capacity-infeasible"
+    assert "which does not exist" in missing.reason
+    unlimited = PoolState("big", -1, 50, 0, -1, False)
+    assert assess("big", 9, unlimited).verdict == "fits-now"
+
+
+def test_the_smaller_of_reported_and_computed_open_slots_counts() -> None:
+    odd = PoolState("positions_db", 2, 0, 0, 1, False)  # report says only 1 is open
+    assert assess("positions_db", 2, odd).verdict == "wait-capacity"
+
+
+# -- budget ----------------------------------------------------------------------------
+
+
+def test_an_estimate_over_the_limit_is_refused_never_raised() -> None:
+    verdict = Budget(limit=200, estimate=260, unit="GB").verdict()
+    assert verdict.blocks
+    assert verdict.reason == (
+        "budget-exceeded: review the plan or get the budget changed; estimate 260 GB is over "
+        "the approved 200 GB"
+    )
+    assert not Budget(limit=200, estimate=200, unit="GB").verdict().blocks
+
+
+def test_a_templated_estimate_and_an_upper_bound() -> None:
+    budget = Budget(limit=200, estimate="{{ x }}", unit="GB", estimate_is_upper_bound=True)
+    rendered = budget.with_estimate(" 180.5 ")
+    verdict = rendered.verdict()
+    assert (verdict.verdict, verdict.estimate) == ("within-budget", 180.5)
+    assert "an upper bound: the real use may be lower" in verdict.reason
+    with pytest.raises(BudgetError, match="estimate must render to a number, got 'None'"):
+        budget.with_estimate("None").verdict()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"limit": 0, "estimate": 1, "unit": "GB"}, "limit must be a positive finite number"),
+        ({"limit": 1, "estimate": -1, "unit": "GB"}, "estimate must be a non-negative"),
+        ({"limit": 1, "estimate": 1, "unit": ""}, "unit must name what the budget counts"),
+        ({"limit": True, "estimate": 1, "unit": "GB"}, "limit must be a number, got True"),
+    ],
+)
+def test_bad_budgets_are_refused(arguments: dict[str, object], message: str) -> None:
+    with pytest.raises(BudgetError, match=None) as raised:
+        Budget(**arguments)  # type: ignore[arg-type]
+    assert message in str(raised.value)
+
+
+# -- fixtures per policy, 20 tasks at most ---------------------------------------------
+
+
+def _failed_target(index: int, retries: int) -> tuple[Target, TaskInstanceRow]:
+    task_id = f"load_{index:03d}"
+    return _target(task_id, retries=retries), _row("failed", 1, retries, task_id)
+
+
+def test_fixtures_are_grouped_by_policy_and_chunked_to_twenty() -> None:
+    views = [
+        observe(target, row, failure=None, failure_source="")
+        for target, row in [_failed_target(i, 2) for i in range(45)]
+        + [_failed_target(100 + i, 3) for i in range(3)]
+        + [(_target("fresh"), None)]
+    ]
+    chunks = group_by_policy(views)
+    assert [len(facts) for _, facts in chunks] == [20, 20, 5, 3]
+    assert {settings.max_attempts for settings, _ in chunks} == {3, 4}
+    table = decide(
+        views, as_of=NOW, deadline=NOW.add(hours=6), max_observation_age=60,
+        origin=NOW.subtract(days=1), pools={"positions_db": _pool(0)},
+    )  # fmt: skip
+    assert len(table.fixtures) == 4
+    assert len(table.decisions) == 49
+    assert table.decision("fresh").decision == "not-attempted"
+    assert {row.decision for row in table.decisions if row.task_id != "fresh"} == {"retry-eligible"}
+    # every fixture keeps its own clock origin: the data interval start
+    assert {item["origin"] for item in table.fixtures} == {"2026-03-01T05:40:00Z"}
+
+
+def test_connection_urls() -> None:
+    assert connection_url("http://api:8080/", None, None, "c") == "http://api:8080"
+    assert connection_url("api", "https", 8443, "c") == "https://api:8443"
+    assert connection_url("http://api", None, 8080, "c") == "http://api:8080"
+    with pytest.raises(RuntimeError, match="has no host"):
+        connection_url(None, None, None, "c")
+
+
+def test_the_pure_parts_import_no_airflow() -> None:
+    modules = [
+        "airflow_retrywindow",
+        "airflow_retrywindow.budget",
+        "airflow_retrywindow.capacity",
+        "airflow_retrywindow.targets",
+        "airflow_retrywindow.decision_table",
+        "airflow_retrywindow.decision_record",
+        "airflow_retrywindow.run_review",
+        "airflow_retrywindow.airflow_api",
+    ]
+    code = (
+        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'airflow_client')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

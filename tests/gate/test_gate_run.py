@@ -1,0 +1,248 @@
+"""RetryWindowGateOperator on a real DAG run, reading a real API server.
+
+``rw_gate_table`` runs once (``airflow dags test``): its tasks really succeed,
+fail, fail terminally and lose their outcome; then the gates read the run
+through ``/api/v2`` and decide. Every assertion reads the metadata DB.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gate.gate_runs import (
+    ApiServer,
+    dags_test,
+    decisions,
+    free_port,
+    gate_env,
+    query,
+    states,
+    xcom,
+)
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+DAG_ID = "rw_gate_table"
+
+
+class Run:
+    """One run of a test DAG and what it left behind."""
+
+    def __init__(self, dag_id: str, run_id: str, output: str, audit: Path | None = None) -> None:
+        self.dag_id, self.run_id, self.output, self.audit = dag_id, run_id, output, audit
+
+    def record(self, task_id: str) -> dict[str, Any]:
+        found = xcom(self.dag_id, self.run_id, task_id)
+        assert isinstance(found, dict), (
+            f"{task_id} pushed no decision record:\n{self.output[-4000:]}"
+        )
+        return found
+
+    @property
+    def states(self) -> dict[str, str | None]:
+        return states(self.dag_id, self.run_id)
+
+
+@pytest.fixture(scope="module")
+def table(api_server: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    audit = tmp_path_factory.mktemp("audit") / "sockets.log"
+    run_id, output = dags_test(DAG_ID, gate_env(api_server), audit=audit)
+    return Run(DAG_ID, run_id, output, audit)
+
+
+def test_every_target_gets_the_models_decision(table: Run) -> None:
+    assert decisions(table.record("table_gate")) == {
+        "extract": "validate-output",  # DONE is not success: validate first
+        "load": "reconcile-remote",  # OutcomeUnknown, classified by its retry policy
+        "repair": "repair-cause",  # TerminalFailure, classified by its retry policy
+        "archive": "attempts-exhausted",  # retries=0: one run, used up
+        "append": "wait-backoff",  # retry_delay of an hour
+        "publish": "reconcile-effects",  # not claimed safe to repeat
+        "transform": "deadline-infeasible",  # 7 h of work, 6 h to the deadline
+        "report": "retry-eligible",
+        "monitor": "observe-running",  # an explicit observation overrides Airflow
+        "lookup": "refresh-observation",  # an explicit observation two hours old
+        "fresh_light": "not-attempted",
+        "fresh_heavy": "not-attempted",
+        "huge": "not-attempted",
+    }
+
+
+def test_numbers_are_real_times_and_attempts_count_the_window(table: Run) -> None:
+    rows = {row["taskId"]: row for row in table.record("table_gate")["decisions"]}
+    append = rows["append"]
+    assert (append["attempts"], append["maxAttempts"], append["backoffSeconds"]) == (1, 3, 3600)
+    ended = query(
+        "select end_date from task_instance where dag_id=? and run_id=? and task_id='append'",
+        DAG_ID, table.run_id,
+    )[0][0]  # fmt: skip
+    assert append["lastFinishedAt"][:19] >= str(ended).replace(" ", "T")[:19]
+    assert append["earliestStart"] > append["lastFinishedAt"]
+    assert append["reason"].startswith("wait-backoff: attempt 2 of 3 may start at")
+    assert rows["load"]["classification"].endswith("(XCom retry_window.failure.unknown of try 1)")
+    assert (
+        rows["archive"]["classification"]
+        == "Airflow state failed; no RetryWindowPolicy on the task"
+    )
+    assert rows["monitor"]["source"] == "observations"
+    assert "monitor-7 still running" in rows["monitor"]["classification"]
+    assert rows["transform"]["slackSeconds"] < 0
+    assert rows["report"]["slackSeconds"] > 0
+
+
+def test_guarded_tasks_run_or_are_skipped_like_a_short_circuit(table: Run) -> None:
+    found = table.states
+    assert found["table_gate"] == "success"
+    assert found["fresh_light"] == "success"  # first runs are not retries
+    assert found["fresh_heavy"] == "success"  # wait-capacity queues; it does not block
+    assert found["rerun_report"] == "success"  # guarded by report: retry-eligible
+    assert found["rerun_append"] == "skipped"  # guarded by append: still in its backoff
+    assert found["huge"] == "skipped"  # 3 slots of a 2-slot pool: never
+    assert found["after_huge"] == "skipped"  # ignore_downstream_trigger_rules=True
+    record = table.record("table_gate")
+    assert record["skipped"] == ["after_huge", "huge", "rerun_append"]
+    actions = {item["taskId"]: item["action"] for item in record["guard"]}
+    assert actions == {
+        "fresh_light": "run",
+        "fresh_heavy": "run",
+        "huge": "skip",
+        "rerun_report": "run",
+        "rerun_append": "skip",
+    }
+    # the record was pushed before the skip, next to what SkipMixin keeps for a clear
+    assert xcom(DAG_ID, table.run_id, "table_gate", "skipmixin_key") == {
+        "skipped": ["after_huge", "huge", "rerun_append"]
+    }
+
+
+def test_without_ignoring_trigger_rules_only_the_guarded_task_is_skipped(table: Run) -> None:
+    found = table.states
+    assert found["rerun_append_narrow"] == "skipped"
+    assert found["after_narrow"] == "success"  # trigger_rule none_failed: it still runs
+    assert table.record("narrow_gate")["skipped"] == ["rerun_append_narrow"]
+
+
+def test_capacity_verdicts_for_a_pool_of_two(table: Run) -> None:
+    rows = {row["taskId"]: row["capacity"] for row in table.record("table_gate")["decisions"]}
+    # the gate itself holds 1 of the 2 slots while it looks
+    assert {task: rows[task]["verdict"] for task in ("fresh_light", "fresh_heavy", "huge")} == {
+        "fresh_light": "fits-now",
+        "fresh_heavy": "wait-capacity",
+        "huge": "capacity-infeasible",
+    }
+    heavy = rows["fresh_heavy"]
+    assert (heavy["pool"], heavy["slots"], heavy["occupied"], heavy["open"]) == (
+        "rw_gate_positions", 2, 1, 1,
+    )  # fmt: skip
+    assert heavy["poolSlots"] == 2
+    assert rows["huge"]["reason"].startswith(
+        "capacity-infeasible: needs 3 slots of pool 'rw_gate_positions', which has only 2"
+    )
+
+
+def test_an_estimate_over_budget_blocks_the_repeat(table: Run) -> None:
+    record = table.record("budget_gate")
+    assert decisions(record) == {"report": "retry-eligible"}
+    assert record["budget"] == {
+        "verdict": "budget-exceeded",
+        "reason": "budget-exceeded: review the plan or get the budget changed; estimate 260 GB "
+        "is over the approved 200 GB",
+        "limit": 200,
+        "estimate": 260,
+        "unit": "GB",
+        "estimateIsUpperBound": False,
+    }
+    assert table.states["rerun_report_budget"] == "skipped"
+    assert record["guard"][0]["blockers"] == [record["budget"]["reason"]]
+
+
+def test_the_record_replays_offline_byte_for_byte(table: Run) -> None:
+    record = table.record("table_gate")
+    fixtures = record["fixtures"]
+    # grouped by retry policy: five policies among the decided targets
+    assert len(fixtures) == 5
+    policies = [json.dumps(item["fixture"]["policy"], sort_keys=True) for item in fixtures]
+    assert len(set(policies)) == 5
+    for item in fixtures:
+        assert 1 <= len(item["fixture"]["tasks"]) <= 20
+        replay = subprocess.run(
+            [sys.executable, "-m", "airflow_retrywindow", "evaluate"],
+            input=json.dumps(item["fixture"]),
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert json.loads(replay.stdout) == item["result"]
+        assert item["origin"].endswith("Z")
+
+
+def test_the_record_carries_the_unit_of_work_and_a_status_update(table: Run) -> None:
+    record = table.record("table_gate")
+    assert record["workUnit"]["business_date"] == record["asOf"][:10]
+    assert record["workUnit"]["input_partition"] == "positions/" + record["asOf"][:10].replace(
+        "-", ""
+    )
+    lines = record["statusUpdate"].splitlines()
+    assert (
+        lines[2]
+        == "May run: fresh_light, fresh_heavy, rerun_report. Held back: huge, rerun_append."
+    )
+    assert any(
+        line.startswith("load: confirmed attempt 1 submitted, outcome unknown") for line in lines
+    )
+    assert any("Held back by its pool: capacity-infeasible" in line for line in lines)
+    for flag in ("jobsExecuted", "idempotencyProven", "completionGuaranteed", "productionApproval"):
+        assert record[flag] is False
+
+
+def test_requests_do_not_grow_with_targets(table: Run) -> None:
+    # 13 targets: a token, one page of task instances, one of XCom keys, one of pools
+    assert table.record("table_gate")["requests"] == 4
+
+
+def test_the_gate_opens_no_connection_but_the_airflow_api(
+    table: Run, api_server: ApiServer
+) -> None:
+    assert table.audit is not None
+    events = [line.split(" ", 1) for line in table.audit.read_text().splitlines()]
+    connects = [ast.literal_eval(target) for event, target in events if event == "socket.connect"]
+    assert connects, "the audit hook saw no connection at all"
+    assert set(connects) == {("127.0.0.1", api_server.port)}
+
+
+@pytest.fixture(scope="module")
+def fail_closed(api_server: ApiServer) -> Run:
+    closed = f"http://127.0.0.1:{free_port()}"
+    env = gate_env(
+        api_server,
+        AIRFLOW_CONN_RW_GATE_UNREACHABLE=json.dumps(
+            {"conn_type": "http", "host": closed, "login": "a", "password": "b"}
+        ),
+    )
+    run_id, output = dags_test("rw_gate_fail_closed", env)
+    return Run("rw_gate_fail_closed", run_id, output)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (
+            "no_connection",
+            "the Airflow connection 'rw_gate_missing' for the REST API could not be read",
+        ),
+        ("unreachable", "could not be reached to get a token"),
+        ("naive", "must be timezone-aware, got the naive datetime 2026-01-01T00:00:00"),
+    ],
+)
+def test_a_gate_that_cannot_decide_fails_closed(fail_closed: Run, name: str, message: str) -> None:
+    found = fail_closed.states
+    assert found[f"gate_{name}"] == "failed"
+    assert found[f"guarded_{name}"] == "upstream_failed"  # the guarded work did not run
+    assert "the retry window gate could not decide, so the guarded work does not run" in (
+        fail_closed.output
+    )
+    assert message in fail_closed.output

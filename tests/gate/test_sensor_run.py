@@ -1,0 +1,112 @@
+"""RetryWindowSensor on a real DAG run: deferrable, poke and reschedule, skips and timeouts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pendulum
+import pytest
+
+from tests.gate.gate_runs import ApiServer, dags_test, decisions, gate_env, query, states, xcom
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+DAG_ID = "rw_gate_sensor"
+
+
+@pytest.fixture(scope="module")
+def run(api_server: ApiServer) -> tuple[str, str]:
+    return dags_test(DAG_ID, gate_env(api_server))
+
+
+def _times(run_id: str) -> dict[str, tuple[pendulum.DateTime, pendulum.DateTime]]:
+    rows = query(
+        "select task_id, start_date, end_date from task_instance where dag_id=? and run_id=?",
+        DAG_ID, run_id,
+    )  # fmt: skip
+    return {
+        task: (pendulum.parse(start, tz="UTC"), pendulum.parse(end, tz="UTC"))  # type: ignore[misc]
+        for task, start, end in rows
+        if start and end
+    }
+
+
+def _first_look(run_id: str, task_id: str) -> pendulum.DateTime:
+    """When the sensor first ran: its start, or its first reschedule's start."""
+    rows = query(
+        "select min(r.start_date) from task_reschedule r join task_instance t on r.ti_id = t.id "
+        "where t.dag_id=? and t.run_id=? and t.task_id=?",
+        DAG_ID, run_id, task_id,
+    )  # fmt: skip
+    first = rows[0][0] if rows and rows[0][0] else None
+    found = pendulum.parse(first, tz="UTC") if first else _times(run_id)[task_id][0]
+    assert isinstance(found, pendulum.DateTime)
+    return found
+
+
+def _record(run_id: str, task_id: str) -> dict[str, Any]:
+    found = xcom(DAG_ID, run_id, task_id)
+    assert isinstance(found, dict), f"{task_id} kept no decision record"
+    return found
+
+
+@pytest.mark.parametrize("mode", ["deferred", "poke", "reschedule"])
+def test_the_retry_runs_once_the_backoff_is_over(run: tuple[str, str], mode: str) -> None:
+    run_id, _ = run
+    found = states(DAG_ID, run_id)
+    assert (found[f"append_{mode}"], found[f"wait_{mode}"], found[f"retry_{mode}"]) == (
+        "failed", "success", "success",
+    )  # fmt: skip
+    times = _times(run_id)
+    failed_at = times[f"append_{mode}"][1]
+    # the sensor really waited: it looked during the 5 s backoff, nothing ran before its end
+    assert _first_look(run_id, f"wait_{mode}") < failed_at.add(seconds=5)
+    assert times[f"wait_{mode}"][1] >= failed_at.add(seconds=5)
+    assert times[f"retry_{mode}"][0] >= failed_at.add(seconds=5)
+    record = _record(run_id, f"wait_{mode}")
+    assert decisions(record) == {f"append_{mode}": "retry-eligible"}
+    assert record["action"] == "run"
+    assert record["decisions"][0]["attempts"] == 1
+    assert record["decisions"][0]["backoffSeconds"] == 5
+
+
+def test_the_deferrable_sensor_waited_in_a_trigger(run: tuple[str, str]) -> None:
+    record = _record(run[0], "wait_deferred")
+    assert len(record["waits"]) == 1
+    wait = record["waits"][0]
+    assert wait["reason"].startswith("wait-backoff: attempt 2 of 2 may start at")
+    # evaluated again, with fresh observations, once the trigger fired
+    assert record["asOf"] >= wait["until"] > wait["at"]
+    assert record["decisions"][0]["observedAt"] >= wait["until"]
+
+
+def test_the_reschedule_sensor_gave_its_slot_back(run: tuple[str, str]) -> None:
+    rescheduled = query(
+        "select count(*) from task_reschedule r join task_instance t on r.ti_id = t.id "
+        "where t.dag_id=? and t.run_id=? and t.task_id='wait_reschedule'",
+        DAG_ID, run[0],
+    )[0][0]  # fmt: skip
+    assert rescheduled >= 1
+
+
+def test_a_refused_retry_is_skipped_with_its_downstream(run: tuple[str, str]) -> None:
+    run_id, output = run
+    found = states(DAG_ID, run_id)
+    assert found["wait_broken"] == "success"
+    assert (found["retry_broken"], found["after_broken"]) == ("skipped", "skipped")
+    record = _record(run_id, "wait_broken")
+    assert decisions(record) == {"broken": "repair-cause"}
+    assert record["action"] == "skip"
+    assert record["skipped"] == ["after_broken", "retry_broken"]
+    assert "Retry window broken: repair-cause: attempt 1 failed terminally" in output
+
+
+def test_timeouts_behave_like_any_sensor(run: tuple[str, str]) -> None:
+    run_id, _ = run
+    found = states(DAG_ID, run_id)
+    # the hour-long backoff ends after the 30 s timeout
+    assert (found["wait_late"], found["retry_late"]) == ("skipped", "skipped")  # soft_fail
+    assert (found["wait_late_hard"], found["retry_late_hard"]) == ("failed", "upstream_failed")
+    for task_id in ("wait_late", "wait_late_hard"):
+        record = _record(run_id, task_id)
+        assert record["action"] == "timeout"
+        assert decisions(record) == {"late": "wait-backoff"}
