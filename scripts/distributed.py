@@ -1,0 +1,186 @@
+"""``make test-distributed``: the example on CeleryExecutor, PostgreSQL and Redis, for real.
+
+The same services docker-compose.yaml starts (api-server, scheduler,
+dag-processor, triggerer, a Celery worker) run natively on a fresh PostgreSQL
+database and a Redis key prefix of their own. Three runs of the example DAG:
+
+1. an on-time day: every task ends as the gate decided; the load's retry path
+   waits out its backoff deferred in the triggerer, and the worker time the
+   sensor held during that wait is measured;
+2. a late day: the refusals and the impact branch;
+3. an on-time day where the triggerer is restarted while the sensor is deferred:
+   the sensor still resumes at the end of the backoff.
+
+Every process started is stopped by pid, the database is dropped and the Redis
+keys deleted. Logs stay in ``.test-runs/`` and are named on failure.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pendulum
+import psycopg2
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.example.expectations import DAG_ID, LATE, ON_TIME, Day, problems, xcom
+from tests.stack import ROOT, AirflowStack, log
+
+POSTGRES = "postgres@127.0.0.1:5432"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+RESTART_DAY = Day("on-time", "2026-11-30", ON_TIME.deadline)
+
+
+class Failure(Exception):
+    """A check of the distributed path failed."""
+
+
+@dataclass
+class SensorClock:
+    """The sensor's state over time, sampled while the run goes on (wall-clock seconds)."""
+
+    spans: list[tuple[str, float, float]] = field(default_factory=list)
+    last: tuple[str, float] | None = None
+
+    def sample(self, state: str | None) -> None:
+        now = time.time()
+        if self.last is not None:
+            self.spans.append((self.last[0], self.last[1], now))
+        self.last = (state or "none", now)
+
+    def seconds(self, state: str, start: float = 0.0, end: float = float("inf")) -> float:
+        """Time spent in ``state`` within ``start..end``."""
+        return sum(max(0.0, min(b, end) - max(a, start)) for s, a, b in self.spans if s == state)
+
+
+def admin_sql(statement: str) -> None:
+    connection = psycopg2.connect(f"postgresql://{POSTGRES}/postgres")
+    connection.autocommit = True  # CREATE and DROP DATABASE refuse transactions
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+    finally:
+        connection.close()
+
+
+def run_day(
+    stack: AirflowStack,
+    day: Day,
+    *,
+    restart_triggerer: bool = False,
+) -> tuple[str, SensorClock]:
+    """Trigger one day's run and wait for it, sampling the sensor's state."""
+    log(f"triggering {DAG_ID}: {day.kind} day {day.business_date}, deadline {day.deadline} s")
+    run_id = stack.trigger(
+        DAG_ID, conf={"deadline_seconds": day.deadline}, logical_date=day.business_date
+    )
+    clock, restarted, seen = SensorClock(), False, {}
+    limit = time.monotonic() + 420
+    while stack.run_state(DAG_ID, run_id) not in ("success", "failed"):
+        if time.monotonic() > limit:
+            raise Failure(f"run {run_id} did not finish in 420 s")
+        states = stack.task_states(DAG_ID, run_id)
+        for task, state in sorted(states.items()):
+            if seen.get(task) != state:
+                log(f"  {task:<22} {state[0] or 'none':<16} try {state[1]}")
+        seen = states
+        sensor = states.get("load_retry_window", (None, 0))[0]
+        clock.sample(sensor)
+        if restart_triggerer and not restarted and sensor == "deferred":
+            log("the sensor is deferred: restarting the triggerer")
+            stack.restart("triggerer")
+            restarted = True
+        time.sleep(0.25)
+    clock.sample(None)
+    if restart_triggerer and not restarted:
+        raise Failure("the sensor was never seen deferred, so the triggerer was not restarted")
+    state = stack.run_state(DAG_ID, run_id)
+    found = problems(stack, run_id, day)
+    if state != "success" or found:
+        raise Failure(f"run {run_id} ended {state}:\n  " + "\n  ".join(found))
+    log(f"run {run_id}: every task ended as the gate decided")
+    return run_id, clock
+
+
+def check_deferral(stack: AirflowStack, run_id: str, clock: SensorClock) -> None:
+    """The sensor waited in the triggerer, not on a worker, and resumed on time."""
+    record = xcom(stack, run_id, "load_retry_window")
+    waits = record.get("waits") or []
+    if not waits:
+        raise Failure(f"the sensor did not wait out a backoff: {record}")
+    began, until = pendulum.parse(waits[0]["at"]), pendulum.parse(waits[0]["until"])
+    wait = (until - began).total_seconds()
+    window = (began.timestamp(), until.timestamp())
+    held = clock.seconds("running", *window)
+    deferred = clock.seconds("deferred", *window)
+    resumed = stack.rows(
+        "select end_date from task_instance where dag_id=:d and run_id=:r and task_id=:t",
+        d=DAG_ID,
+        r=run_id,
+        t="load_retry_window",
+    )[0][0]
+    resumed_at = pendulum.instance(resumed, tz="UTC")
+    print(
+        f"    backoff wait {wait:.1f} s: the sensor was deferred in the triggerer for "
+        f"{deferred:.1f} s of it and held a worker slot for {held:.1f} s of it "
+        f"(all its evaluations: {clock.seconds('running'):.1f} s); it ended "
+        f"{(resumed_at - until).total_seconds():+.1f} s after the backoff"
+    )
+    # the evaluation that decides to defer may overlap the wait's first second
+    if held > 1.5:
+        raise Failure(f"the sensor held a worker slot for {held:.1f} s of a {wait:.1f} s wait")
+    if deferred < wait - 3:
+        raise Failure(f"the sensor was deferred only {deferred:.1f} s of a {wait:.1f} s wait")
+    if not until <= resumed_at <= until.add(seconds=30):
+        raise Failure(f"the sensor ended at {resumed_at}, not just after {until}")
+
+
+def main() -> int:
+    tag = f"{os.getpid()}_{int(time.time())}"
+    database = f"retrywindow_{tag}"
+    prefix = f"retrywindow-{tag}:"
+    home = ROOT / ".test-runs" / f"distributed-{tag}"
+    admin_sql(f'CREATE DATABASE "{database}"')
+    log(f"created PostgreSQL database {database}; Redis key prefix {prefix!r}")
+    stack = AirflowStack(
+        home=home,
+        database_url=f"postgresql+psycopg2://{POSTGRES}/{database}",
+        executor="CeleryExecutor",
+        extra_env={
+            "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
+            "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql://{POSTGRES}/{database}",
+            "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX": prefix,
+        },
+    )
+    try:
+        stack.prepare()
+        stack.start("api-server", "scheduler", "dag-processor", "triggerer", "worker")
+        stack.wait_for_dag(DAG_ID)
+        run_id, clock = run_day(stack, ON_TIME)
+        check_deferral(stack, run_id, clock)
+        run_day(stack, LATE)
+        run_id, clock = run_day(stack, RESTART_DAY, restart_triggerer=True)
+        check_deferral(stack, run_id, clock)
+    except Exception as error:
+        print(f"\nFAILED: {error!r}\n\n{stack.log_tails()}", file=sys.stderr)
+        print(f"\nService logs: {stack.logs}", file=sys.stderr)
+        return 1
+    finally:
+        stack.stop()
+        admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        keys = redis.Redis.from_url(REDIS_URL)
+        for key in keys.scan_iter(match=f"{prefix}*"):
+            keys.delete(key)
+        log(f"dropped {database}, deleted the {prefix!r} keys; logs in {home}")
+    print("\n3 passed, 0 failed: distributed path (CeleryExecutor, PostgreSQL, Redis)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
