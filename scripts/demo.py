@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.example.expectations import DAG_ID, LATE, ON_TIME, evidence, xcom
+from tests.example.expectations import DAG_ID, LATE, ON_TIME, Day, evidence, xcom
 from tests.stack import ROOT, AirflowStack, log
 
 HOME = ROOT / ".demo" / "airflow"
@@ -59,6 +59,17 @@ def show(stack: AirflowStack, title: str, run_id: str, state: str) -> None:
         print(f"\nImpact communicated instead of a retry:\n  {impact}")
 
 
+def run_day(stack: AirflowStack, day: Day) -> str:
+    """Trigger one day's run, wait for it, and print what happened; return its run id."""
+    log(f"{day.kind} day: business date {day.business_date}, deadline {day.deadline} s")
+    run_id = stack.trigger(
+        DAG_ID, conf={"deadline_seconds": day.deadline}, logical_date=day.business_date
+    )
+    state = stack.wait_for_run(DAG_ID, run_id, timeout=300)
+    show(stack, f"{day.kind} day", run_id, state)
+    return run_id
+
+
 def main() -> int:
     shutil.rmtree(HOME, ignore_errors=True)
     stack = AirflowStack(home=HOME, database_url=f"sqlite:///{HOME}/airflow.db")
@@ -67,11 +78,8 @@ def main() -> int:
         stack.start("api-server", "scheduler", "dag-processor", "triggerer")
         log(f"waiting for the DAG processor to parse {DAG_ID}")
         stack.wait_for_dag(DAG_ID)
-        for title, (day, deadline) in DAYS.items():
-            log(f"{title}: business date {day}, delivery deadline {deadline} s after trigger")
-            run_id = stack.trigger(DAG_ID, conf={"deadline_seconds": deadline}, logical_date=day)
-            state = stack.wait_for_run(DAG_ID, run_id, timeout=300)
-            show(stack, title, run_id, state)
+        for day in DAYS:
+            run_day(stack, day)
     except Exception as error:
         print(f"\nThe demo failed: {error}", file=sys.stderr)
         print(f"Service logs: {stack.logs}", file=sys.stderr)
