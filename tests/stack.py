@@ -16,7 +16,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,20 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+def end_group(process: subprocess.Popen[bytes]) -> None:
+    """End a process started in its own process group, and whatever it started.
+
+    :param process: a process started with ``start_new_session=True``.
+    """
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 @dataclass
 class AirflowStack:
     """An Airflow home, its metadata DB and the services running on it.
@@ -73,8 +88,11 @@ class AirflowStack:
         self.logs.mkdir(exist_ok=True)
         passwords = self.home / "passwords.json"
         passwords.write_text(json.dumps({ADMIN[0]: ADMIN[1]}))
+        bin_folder = str(Path(sys.executable).parent)
         self.env = {
             **os.environ,
+            # services that start their own ``airflow`` processes look it up on PATH
+            "PATH": os.pathsep.join([bin_folder, os.environ.get("PATH", "")]),
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url,
             "AIRFLOW__CORE__EXECUTOR": self.executor,
@@ -152,13 +170,7 @@ class AirflowStack:
 
     def _stop_one(self, name: str) -> None:
         process = self.processes.pop(name)
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        end_group(process)
         log(f"stopped {name} (pid {process.pid})")
 
     def api_ready(self) -> bool:
@@ -273,3 +285,31 @@ class AirflowStack:
                     f"run {run_id} still {state} after {timeout} s\n{self.log_tails()}"
                 )
             time.sleep(1)
+
+
+@contextmanager
+def sqlite_stack(
+    home: Path,
+    services: Sequence[str],
+    dag_ids: Sequence[str],
+    *,
+    dags_folder: Path = ROOT / "dags",
+) -> Iterator[AirflowStack]:
+    """A stack on a SQLite DB in ``home``, its services up and its DAGs parsed; stopped after.
+
+    :param home: the AIRFLOW_HOME folder.
+    :param services: the services to start (names of ``SERVICES``).
+    :param dag_ids: the DAGs to wait for before the stack is handed out.
+    :param dags_folder: the DAG bundle folder the services parse.
+    """
+    stack = AirflowStack(
+        home=home, database_url=f"sqlite:///{home}/airflow.db", dags_folder=dags_folder
+    )
+    stack.prepare()
+    try:
+        stack.start(*services)
+        for dag_id in dag_ids:
+            stack.wait_for_dag(dag_id)
+        yield stack
+    finally:
+        stack.stop()
