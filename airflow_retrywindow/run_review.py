@@ -22,7 +22,6 @@ import pendulum
 from airflow_retrywindow import evidence
 from airflow_retrywindow.airflow_api import AirflowApi, TaskInstanceRow, XComKey
 from airflow_retrywindow.budget import Budget
-from airflow_retrywindow.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.deadline import Deadline
 from airflow_retrywindow.decision_table import DecisionTable, decide
 from airflow_retrywindow.retry_settings import AIRFLOW_DELAY_CAP, RetrySettings
@@ -39,8 +38,6 @@ from airflow_retrywindow.targets import (
 )
 from airflow_retrywindow.work import Work
 
-#: the largest observation age the model accepts, in seconds
-MAX_OBSERVATION_AGE = 1_000_000_000
 #: the trigger rule under which a guarded task runs only after its gate succeeded: any
 #: other lets it run after the gate failed or was skipped, without a decision
 SAFE_TRIGGER_RULES = frozenset({"all_success"})
@@ -266,70 +263,7 @@ def _delay_cap() -> int:
     return int(MAX_RETRY_DELAY)
 
 
-# -- arguments shared by the gate operator and the sensor -------------------------
-
-
-def targets_argument(targets: object, gate_id: str) -> dict[str, Work]:
-    """Check ``targets``: task id -> :class:`Work`, at least one, never the gate itself."""
-    if not isinstance(targets, Mapping) or not targets:
-        raise ValueError(
-            "targets must map at least one task id to its Work(duration=..., validation=..., "
-            f"safe_repeat=...), got {targets!r}"
-        )
-    checked: dict[str, Work] = {}
-    for task_id, work in targets.items():
-        if not isinstance(task_id, str) or not task_id:
-            raise ValueError(f"targets: task ids must be non-empty strings, got {task_id!r}")
-        if task_id == gate_id:
-            raise ValueError(f"targets: {gate_id!r} cannot decide about itself")
-        if not isinstance(work, Work):
-            raise ValueError(
-                f"targets[{task_id!r}] must be a Work(duration=..., validation=..., "
-                f"safe_repeat=...), got {work!r}"
-            )
-        checked[task_id] = work
-    return checked
-
-
-def observations_argument(value: object) -> Any:
-    """Check ``observations``: a mapping, its JSON text, a template, an XComArg or None."""
-    if value is None or isinstance(value, (str, Mapping)):
-        return value
-    if type(value).__module__.startswith("airflow.sdk.definitions.xcom_arg"):
-        return value
-    raise ValueError(
-        "observations must be a mapping of task id to observation, its JSON text or a "
-        f"template, got {value!r}"
-    )
-
-
-def budget_argument(value: object) -> Budget | None:
-    """Check ``budget``: a :class:`Budget` or None."""
-    if value is not None and not isinstance(value, Budget):
-        raise ValueError(
-            f"budget must be a Budget(limit=..., estimate=..., unit=...), got {value!r}"
-        )
-    return value
-
-
-def observation_age_argument(value: object) -> int:
-    """Check ``max_observation_age`` (a timedelta or seconds) as whole seconds, rounded down."""
-    age = seconds_down(as_timedelta(value, "max_observation_age"))
-    return bounded_seconds(age, "max_observation_age", low=0, high=MAX_OBSERVATION_AGE)
-
-
-def page_size_argument(value: object) -> int:
-    """Check ``page_size``: rows per API page, 1 to 1000."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
-        raise ValueError(f"page_size must be a whole number from 1 to 1000, got {value!r}")
-    return value
-
-
-def timeout_argument(value: object) -> float:
-    """Check ``api_timeout``: seconds per API request, more than 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"api_timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
+# -- checked for the gate operator and the sensor when the DAG is parsed ------------
 
 
 def unsafe_trigger_rule(task: Any, gate_id: str) -> str | None:

@@ -17,7 +17,7 @@ from airflow_retrywindow.model.validation import (
     InvalidFixture,
     check_clock,
     check_policy,
-    check_task,
+    check_task_object,
     check_unique,
     fields,
     task_list,
@@ -60,17 +60,7 @@ def evaluate(payload: object) -> dict[str, Any]:
         try:
             task = fields(raw, "", TASK_FIELDS)
             identifier, state, safe_repeat, attempts, observed_at, finished, duration, checking = (
-                check_task(
-                    identifier=task["id"],
-                    state=task["state"],
-                    safe_repeat=task["safeRepeat"],
-                    attempts=task["attempts"],
-                    observed_at=task["observedAt"],
-                    last_finished_at=task["lastFinishedAt"],
-                    duration=task["duration"],
-                    validation=task["validation"],
-                    as_of=as_of,
-                )
+                check_task_object(task, as_of=as_of)
             )
             check_unique(identifier, seen)
         except InvalidFixture as error:

@@ -10,6 +10,7 @@ from airflow_retrywindow.model.validation import (
     TIME_LIMIT,
     InvalidFixture,
     check_task,
+    check_task_object,
     fields,
 )
 
@@ -70,19 +71,7 @@ class Observation:
             task = fields(raw, "", TASK_FIELDS)
         except InvalidFixture as error:
             raise error.at("task") from None
-        return cls(
-            *check_task(
-                identifier=task["id"],
-                state=task["state"],
-                safe_repeat=task["safeRepeat"],
-                attempts=task["attempts"],
-                observed_at=task["observedAt"],
-                last_finished_at=task["lastFinishedAt"],
-                duration=task["duration"],
-                validation=task["validation"],
-                as_of=as_of,
-            )
-        )
+        return cls(*check_task_object(task, as_of=as_of))
 
     def to_dict(self) -> dict[str, object]:
         """The task as its JSON object."""

@@ -277,6 +277,25 @@ def check_task(
     return name, kind, safe, started, observed, finished, length, checking
 
 
+def check_task_object(task: dict[str, object], *, as_of: int = TIME_LIMIT) -> TaskValues:
+    """:func:`check_task` on a task's JSON object, its field names already checked.
+
+    :param task: the task's fields, as :func:`fields` returned them for ``TASK_FIELDS``.
+    :param as_of: the moment of the decision: no observation may come after it.
+    """
+    return check_task(
+        identifier=task["id"],
+        state=task["state"],
+        safe_repeat=task["safeRepeat"],
+        attempts=task["attempts"],
+        observed_at=task["observedAt"],
+        last_finished_at=task["lastFinishedAt"],
+        duration=task["duration"],
+        validation=task["validation"],
+        as_of=as_of,
+    )
+
+
 def check_unique(identifier: str, seen: dict[str, int]) -> None:
     """Reject a task id that an earlier task already uses.
 

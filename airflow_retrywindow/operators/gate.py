@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
@@ -12,27 +12,17 @@ from airflow.sdk import BaseOperator
 from airflow_retrywindow.airflow_api import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
 from airflow_retrywindow.budget import Budget
 from airflow_retrywindow.deadline import Deadline
-from airflow_retrywindow.decision_record import build, work_unit_argument
-from airflow_retrywindow.run_review import (
-    RetryWindowGateError,
-    RunReview,
-    budget_argument,
-    observation_age_argument,
-    observations_argument,
-    page_size_argument,
-    targets_argument,
-    timeout_argument,
-    unsafe_trigger_rule,
-)
+from airflow_retrywindow.decision_record import build
+from airflow_retrywindow.review_arguments import RetryWindowArguments, targets_argument
+from airflow_retrywindow.run_review import RetryWindowGateError, RunReview, unsafe_trigger_rule
 
 if TYPE_CHECKING:
-    import jinja2
     from airflow.sdk import Context
 
 GuardArgument = Collection[str] | Mapping[str, str | Collection[str]] | None
 
 
-class RetryWindowGateOperator(BaseOperator, SkipMixin):
+class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
     """Decide whether the guarded tasks of this run may run again, and skip the rest.
 
     The gate reads the latest try of each target in this DAG run through
@@ -80,14 +70,6 @@ class RetryWindowGateOperator(BaseOperator, SkipMixin):
     :param api_timeout: seconds to wait for each API request.
     """
 
-    template_fields: Sequence[str] = ("observations", "budget", "work_unit")
-    template_fields_renderers: ClassVar[dict[str, str]] = {
-        "observations": "json",
-        "work_unit": "json",
-    }
-    ui_color = "#f6e7c8"
-    inherits_from_skipmixin = True
-
     def __init__(
         self,
         *,
@@ -108,45 +90,20 @@ class RetryWindowGateOperator(BaseOperator, SkipMixin):
         self.targets = targets_argument(targets, self.task_id)
         self.deadline = Deadline.coerce(deadline)
         self.guard = _guard_argument(guard, self.targets, self.task_id)
-        self.observations = observations_argument(observations)
-        self.budget = budget_argument(budget)
-        self.work_unit = work_unit_argument(work_unit)
-        self.max_observation_age = observation_age_argument(max_observation_age)
-        if not isinstance(airflow_conn_id, str) or not airflow_conn_id:
-            raise ValueError(f"airflow_conn_id must be a connection id, got {airflow_conn_id!r}")
-        self.airflow_conn_id = airflow_conn_id
-        if not isinstance(ignore_downstream_trigger_rules, bool):
-            raise ValueError(
-                "ignore_downstream_trigger_rules must be True or False, "
-                f"got {ignore_downstream_trigger_rules!r}"
-            )
-        self.ignore_downstream_trigger_rules = ignore_downstream_trigger_rules
-        self.page_size = page_size_argument(page_size)
-        self.api_timeout = timeout_argument(api_timeout)
-
-    def render_template(
-        self,
-        content: Any,
-        context: Context,
-        jinja_env: jinja2.Environment | None = None,
-        seen_oids: set[int] | None = None,
-    ) -> Any:
-        """Render a budget's estimate; everything else as Airflow does."""
-        if isinstance(content, Budget):
-            estimate = super().render_template(content.estimate, context, jinja_env, seen_oids)
-            return content.with_estimate(estimate)
-        return super().render_template(content, context, jinja_env, seen_oids)
+        self._set_review_arguments(
+            observations=observations,
+            budget=budget,
+            work_unit=work_unit,
+            max_observation_age=max_observation_age,
+            airflow_conn_id=airflow_conn_id,
+            ignore_downstream_trigger_rules=ignore_downstream_trigger_rules,
+            page_size=page_size,
+            api_timeout=api_timeout,
+        )
 
     def review(self) -> RunReview:
         """How this gate reviews its run."""
-        return RunReview(
-            targets=self.targets,
-            deadline=self.deadline,
-            max_observation_age=self.max_observation_age,
-            conn_id=self.airflow_conn_id,
-            page_size=self.page_size,
-            timeout=self.api_timeout,
-        )
+        return self._review_of(self.targets)
 
     def retry_window_problems(self) -> list[str]:
         """Everything wrong with this gate in its DAG, checked when the DAG is parsed.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
@@ -16,18 +16,17 @@ from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 from airflow_retrywindow.airflow_api import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
 from airflow_retrywindow.budget import Budget
 from airflow_retrywindow.deadline import Deadline
-from airflow_retrywindow.decision_record import build, work_unit_argument
+from airflow_retrywindow.decision_record import build
 from airflow_retrywindow.decision_table import WAIT_BACKOFF
+from airflow_retrywindow.review_arguments import (
+    RetryWindowArguments,
+    flag_argument,
+    targets_argument,
+)
 from airflow_retrywindow.run_review import (
     RetryWindowGateError,
     Review,
     RunReview,
-    budget_argument,
-    observation_age_argument,
-    observations_argument,
-    page_size_argument,
-    targets_argument,
-    timeout_argument,
     unsafe_trigger_rule,
 )
 from airflow_retrywindow.work import Work
@@ -36,13 +35,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
 
-    import jinja2
     from airflow.sdk import Context
 
 _UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
 
 
-class RetryWindowSensor(BaseSensorOperator, SkipMixin):
+class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
     """Hold a retry of ``target`` until its backoff has passed; skip it if it must not run.
 
     Each evaluation reads the target's latest try through Airflow's REST API and
@@ -79,14 +77,6 @@ class RetryWindowSensor(BaseSensorOperator, SkipMixin):
     :param api_timeout: seconds to wait for each API request.
     """
 
-    template_fields: Sequence[str] = ("observations", "budget", "work_unit")
-    template_fields_renderers: ClassVar[dict[str, str]] = {
-        "observations": "json",
-        "work_unit": "json",
-    }
-    ui_color = "#f6e7c8"
-    inherits_from_skipmixin = True
-
     def __init__(
         self,
         *,
@@ -110,44 +100,24 @@ class RetryWindowSensor(BaseSensorOperator, SkipMixin):
         self.target = target
         self.work = targets_argument({target: work}, self.task_id)[target]
         self.deadline = Deadline.coerce(deadline)
-        self.observations = observations_argument(observations)
-        self.budget = budget_argument(budget)
-        self.work_unit = work_unit_argument(work_unit)
-        self.max_observation_age = observation_age_argument(max_observation_age)
-        if not isinstance(airflow_conn_id, str) or not airflow_conn_id:
-            raise ValueError(f"airflow_conn_id must be a connection id, got {airflow_conn_id!r}")
-        self.airflow_conn_id = airflow_conn_id
-        if not isinstance(deferrable, bool):
-            raise ValueError(f"deferrable must be True or False, got {deferrable!r}")
+        self._set_review_arguments(
+            observations=observations,
+            budget=budget,
+            work_unit=work_unit,
+            max_observation_age=max_observation_age,
+            airflow_conn_id=airflow_conn_id,
+            ignore_downstream_trigger_rules=ignore_downstream_trigger_rules,
+            page_size=page_size,
+            api_timeout=api_timeout,
+        )
+        self.deferrable = flag_argument(deferrable, "deferrable")
         if deferrable and self.mode == "reschedule":
             raise ValueError(
                 "mode='reschedule' needs deferrable=False; a deferrable sensor waits in the "
                 "triggerer instead"
             )
-        self.deferrable = deferrable
-        if not isinstance(ignore_downstream_trigger_rules, bool):
-            raise ValueError(
-                "ignore_downstream_trigger_rules must be True or False, "
-                f"got {ignore_downstream_trigger_rules!r}"
-            )
-        self.ignore_downstream_trigger_rules = ignore_downstream_trigger_rules
-        self.page_size = page_size_argument(page_size)
-        self.api_timeout = timeout_argument(api_timeout)
         self._next_start: pendulum.DateTime | None = None
         self._final: dict[str, Any] | None = None
-
-    def render_template(
-        self,
-        content: Any,
-        context: Context,
-        jinja_env: jinja2.Environment | None = None,
-        seen_oids: set[int] | None = None,
-    ) -> Any:
-        """Render a budget's estimate; everything else as Airflow does."""
-        if isinstance(content, Budget):
-            estimate = super().render_template(content.estimate, context, jinja_env, seen_oids)
-            return content.with_estimate(estimate)
-        return super().render_template(content, context, jinja_env, seen_oids)
 
     def retry_window_problems(self) -> list[str]:
         """Everything wrong with this sensor in its DAG, checked when the DAG is parsed."""
@@ -258,14 +228,7 @@ class RetryWindowSensor(BaseSensorOperator, SkipMixin):
         raise AirflowSensorTimeout(message)
 
     def _review(self) -> RunReview:
-        return RunReview(
-            targets={self.target: self.work},
-            deadline=self.deadline,
-            max_observation_age=self.max_observation_age,
-            conn_id=self.airflow_conn_id,
-            page_size=self.page_size,
-            timeout=self.api_timeout,
-        )
+        return self._review_of({self.target: self.work})
 
     def _evaluate(self, context: Context) -> Review:
         review = self._review().review(context, observations=self.observations, budget=self.budget)

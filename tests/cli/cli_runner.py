@@ -20,10 +20,10 @@ def environment() -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    """``python -m airflow_retrywindow ARGS`` with ``stdin`` as its input."""
+def run_python(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``python ARGS`` in the work tree with ``stdin`` as its input."""
     return subprocess.run(
-        [sys.executable, "-m", "airflow_retrywindow", *args],
+        [sys.executable, *args],
         input=stdin,
         capture_output=True,
         env=environment(),
@@ -31,6 +31,11 @@ def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes
         timeout=60,
         check=False,
     )
+
+
+def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``python -m airflow_retrywindow ARGS`` with ``stdin`` as its input."""
+    return run_python("-m", "airflow_retrywindow", *args, stdin=stdin)
 
 
 def run_reference(stdin: bytes) -> subprocess.CompletedProcess[bytes]:

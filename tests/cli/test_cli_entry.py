@@ -10,21 +10,13 @@ import sys
 import pytest
 
 from airflow_retrywindow.cli import main
-from tests.cli.cli_runner import EXAMPLES, ROOT, environment, run_cli
+from tests.cli.cli_runner import EXAMPLES, ROOT, environment, run_cli, run_python
 
 CASE = EXAMPLES / "case.json"
 
 
 def imported_modules(*args: str, stdin: bytes = b"") -> set[str]:
-    process = subprocess.run(
-        [sys.executable, "-X", "importtime", *args],
-        input=stdin,
-        capture_output=True,
-        env=environment(),
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
+    process = run_python("-X", "importtime", *args, stdin=stdin)
     assert process.returncode == 0, process.stderr.decode()[-2000:]
     lines = process.stderr.decode().splitlines()
     return {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")} - {

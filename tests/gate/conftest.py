@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.gate.gate_runs import ApiServer, free_port, install_dags
+from tests.gate.gate_runs import ApiServer, install_dags
+from tests.stack import end_group, free_port
 
 VIEWER = "rw_gate_viewer"
 
@@ -65,13 +65,7 @@ def api_server(gate_home: Path) -> Iterator[ApiServer]:
         _wait_until_up(server.url, process, log_path)
         yield server
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        end_group(process)
 
 
 def _wait_until_up(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:

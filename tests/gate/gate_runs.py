@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -52,13 +51,6 @@ class ApiServer:
         return json.dumps(
             {"conn_type": "http", "host": self.url, "login": self.login, "password": self.password}
         )
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def install_dags(home: Path) -> None:

@@ -12,6 +12,8 @@ import pendulum
 import pytest
 
 BAD_DAGS = Path(__file__).with_name("bad_dags")
+# the DAG files there import tests.gate.placement_parts: parse them from the work tree
+ROOT = Path(__file__).resolve().parents[2]
 PARSE = """
 import sys
 from airflow.dag_processing.dagbag import DagBag
@@ -25,7 +27,11 @@ print("DAGS", sorted(bag.dag_ids))
 @pytest.mark.airflow
 def test_the_dag_processor_refuses_misplaced_gates(airflow_db: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", PARSE, str(BAD_DAGS)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", PARSE, str(BAD_DAGS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     errors = {
         line.split(" ")[2]: line.split(" ", 3)[3]

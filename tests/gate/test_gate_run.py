@@ -20,12 +20,12 @@ from tests.gate.gate_runs import (
     ApiServer,
     dags_test,
     decisions,
-    free_port,
     gate_env,
     query,
     states,
     xcom,
 )
+from tests.stack import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAG_ID = "rw_gate_table"

@@ -16,7 +16,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from tests.stack import AirflowStack
+from tests.stack import AirflowStack, sqlite_stack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAGS = Path(__file__).with_name("stack_dags")
@@ -25,15 +25,10 @@ DAGS = Path(__file__).with_name("stack_dags")
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("gate-stack")
-    running = AirflowStack(home=home, database_url=f"sqlite:///{home}/airflow.db", dags_folder=DAGS)
-    running.prepare()
-    try:
-        running.start("api-server", "scheduler", "dag-processor", "triggerer")
-        running.wait_for_dag("rw_gate_clear")
-        running.wait_for_dag("rw_gate_defer")
+    services = ["api-server", "scheduler", "dag-processor", "triggerer"]
+    dag_ids = ["rw_gate_clear", "rw_gate_defer"]
+    with sqlite_stack(home, services, dag_ids, dags_folder=DAGS) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def _record(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack import AirflowStack
+from tests.stack import AirflowStack, sqlite_stack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAGS = Path(__file__).with_name("dags")
@@ -17,14 +17,9 @@ DAGS = Path(__file__).with_name("dags")
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("clear-stack")
-    running = AirflowStack(home=home, database_url=f"sqlite:///{home}/airflow.db", dags_folder=DAGS)
-    running.prepare()
-    try:
-        running.start("api-server", "scheduler", "dag-processor")
-        running.wait_for_dag("rw_clear")
+    services = ["api-server", "scheduler", "dag-processor"]
+    with sqlite_stack(home, services, ["rw_clear"], dags_folder=DAGS) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def _decisions(stack: AirflowStack, run_id: str) -> list[dict[str, object]]:

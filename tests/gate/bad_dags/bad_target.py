@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from airflow.sdk import DAG
 
-import pendulum
-from airflow.sdk import DAG, task
-
-from airflow_retrywindow import Deadline, RetryWindowGateOperator, Work
-
-DEADLINE = Deadline.after_data_interval_end(hours=6)
-QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
-START = pendulum.datetime(2026, 1, 1, tz="UTC")
-
-
-@task
-def load() -> str:
-    return "loaded"
-
+from airflow_retrywindow import RetryWindowGateOperator
+from tests.gate.placement_parts import DEADLINE, QUICK, START, load
 
 with DAG("rw_gate_bad_target", schedule=None, start_date=START):
     gate = RetryWindowGateOperator(
