@@ -8,7 +8,6 @@ is the exact JSON the model saw; ``airflow-retrywindow evaluate`` on it prints
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,14 +75,3 @@ def appended(history: object, entry: Mapping[str, Any]) -> dict[str, Any]:
     decisions = list(previous) if isinstance(previous, list) else []
     decisions.append(dict(entry))
     return {"latest": dict(entry), "decisions": decisions[-HISTORY:]}
-
-
-def latest(stored: object) -> dict[str, Any] | None:
-    """The latest decision in a stored value, or ``None`` when there is none."""
-    if isinstance(stored, str):
-        try:
-            stored = json.loads(stored)
-        except ValueError:
-            return None
-    entry = stored.get("latest") if isinstance(stored, dict) else None
-    return entry if isinstance(entry, dict) else None

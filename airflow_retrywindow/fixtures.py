@@ -15,12 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from airflow_retrywindow.clock import Clock
+from airflow_retrywindow.model import TaskState
 from airflow_retrywindow.retry_settings import RetrySettings
 from airflow_retrywindow.work import Work
 
 _MODEL_ID = re.compile(r"[A-Za-z0-9_-]{1,48}")
-#: model states whose last attempt has no confirmed end
-UNCONFIRMED = frozenset({"running", "unknown"})
 
 
 def model_task_id(task_id: str) -> str:
@@ -63,7 +62,7 @@ class TaskFacts:
     def model_task(self, clock: Clock) -> dict[str, Any]:
         """This task as one entry of the model's ``tasks`` list."""
         finished = None
-        if self.state not in UNCONFIRMED and self.finished_at is not None:
+        if TaskState(self.state).completion_confirmed and self.finished_at is not None:
             finished = clock.up(self.finished_at)
         observed = clock.down(self.observed_at)
         if finished is not None:
