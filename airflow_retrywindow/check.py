@@ -20,10 +20,13 @@ from airflow_retrywindow.retry_settings import UnsupportedRetrySettings
 
 
 def gated(task: Any) -> bool:
-    """``True`` when the task's retries go through a ``RetryWindowPolicy``."""
+    """``True`` when the task's retries go through a ``RetryWindowPolicy`` (or a subclass)."""
     policy = getattr(task, "retry_policy", None)
-    # compare by module so plain DAGs never import the Airflow-facing classes
-    return policy is not None and type(policy).__module__ == "airflow_retrywindow.retry_policy"
+    if policy is None:
+        return False  # most tasks: no need to load the policy class
+    from airflow_retrywindow.retry_policy import RetryWindowPolicy
+
+    return isinstance(policy, RetryWindowPolicy)
 
 
 def task_problem(task: Any) -> str | None:

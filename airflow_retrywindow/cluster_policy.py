@@ -1,7 +1,11 @@
 """An Airflow cluster policy, registered through the ``airflow.policy`` entry point.
 
 It refuses, when a DAG is parsed, any task whose ``RetryWindowPolicy`` cannot
-express the task's retry settings. Tasks without that policy are untouched.
+express the task's retry settings, and puts the retry-start check
+(:mod:`airflow_retrywindow.retry_start`) in front of every task that has one.
+Airflow applies cluster policies on the DAG processor and again when the worker
+parses the DAG to run a task, so the check is there in every try. Tasks without
+that policy are untouched.
 """
 
 from __future__ import annotations
@@ -14,9 +18,16 @@ from airflow.policies import hookimpl
 
 @hookimpl
 def task_policy(task: Any) -> None:
-    """Raise ``AirflowClusterPolicyViolation`` naming the setting the gate cannot express."""
-    from airflow_retrywindow.check import task_problem
+    """Refuse settings the gate cannot express; install the retry-start check on gated tasks.
+
+    :raises AirflowClusterPolicyViolation: naming the setting the gate cannot express.
+    """
+    from airflow_retrywindow.check import gated, task_problem
 
     problem = task_problem(task)
     if problem:
         raise AirflowClusterPolicyViolation(f"retry window gate: {problem}")
+    if gated(task):
+        from airflow_retrywindow import retry_start
+
+        retry_start.install(task)

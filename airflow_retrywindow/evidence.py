@@ -21,6 +21,9 @@ HISTORY = 20
 #: target of a run in one paged request.
 FAILURE_KEY_PREFIX = "retry_window.failure."
 _FAILURES = ("unknown", "terminal", "retryable")
+#: what the policy told Airflow when it let the task run again: retry after the
+#: model's delay, or (``on_error="default"``) Airflow's own retries on purpose
+HANDED_OVER = frozenset({"retry", "default"})
 
 
 def failure_key(failure: str) -> str:
@@ -67,6 +70,34 @@ def record(
         "claims": {"safeRepeat": "asserted by the DAG author, not proven by the gate"},
         **(dict(extra) if extra else {}),
     }
+
+
+def gate_error(*, try_number: int, reason: str, action: str) -> dict[str, Any]:
+    """A decision taken without the model, because the gate could not evaluate.
+
+    :param reason: why it could not evaluate, already safe to store.
+    :param action: what Airflow was told: fail or default.
+    """
+    return {
+        "tryNumber": try_number,
+        "failure": None,
+        "action": action,
+        "reason": f"gate-error: {reason}",
+        "check": "retry-policy",
+    }
+
+
+def allows_next_try(history: object, try_number: int) -> bool:
+    """Whether the stored decisions let try ``try_number`` start.
+
+    Only a decision recorded for the try just before, handing the task back to
+    Airflow to run again, lets it start; anything else means Airflow retried
+    without asking.
+    """
+    latest = history.get("latest") if isinstance(history, dict) else None
+    if not isinstance(latest, dict):
+        return False
+    return latest.get("tryNumber") == try_number - 1 and latest.get("action") in HANDED_OVER
 
 
 def appended(history: object, entry: Mapping[str, Any]) -> dict[str, Any]:

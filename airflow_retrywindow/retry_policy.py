@@ -4,6 +4,11 @@ Airflow (3.3+, AIP-105) calls a task's ``retry_policy`` in the worker when an
 attempt fails. This policy builds a one-task fixture from the failure and the
 task's own retry settings, runs the decision model on it, and hands Airflow the
 answer: retry after exactly the model's backoff, or fail with the reason.
+
+Airflow also retries without calling the policy (a killed task process, a
+heartbeat timeout). The retry-start check (:mod:`airflow_retrywindow.retry_start`)
+closes that path: a try that starts without our recorded decision is refused
+before the task's body runs, through :meth:`RetryWindowPolicy.refuse_unrecorded_retry`.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +30,8 @@ from airflow_retrywindow.failures import UNKNOWN, Classifier, ExceptionSpec
 from airflow_retrywindow.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.reasons import MAX_REASON, reason
-from airflow_retrywindow.retry_settings import AIRFLOW_DELAY_CAP, RetrySettings
+from airflow_retrywindow.redaction import describe_exception
+from airflow_retrywindow.retry_settings import RetrySettings, airflow_delay_cap
 from airflow_retrywindow.work import Work
 
 log = logging.getLogger(__name__)
@@ -32,6 +39,24 @@ log = logging.getLogger(__name__)
 #: decisions that let Airflow run the task again
 _RETRY = frozenset({"wait-backoff", "retry-eligible"})
 _ON_ERROR = ("fail", "default")
+#: the reason when even describing an internal error failed
+_GATE_ERROR = "gate-error: the retry window could not be evaluated, so the retry is refused"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed attempt, as the policy decides about it.
+
+    :param failure: its class: unknown, terminal or retryable.
+    :param subject: what failed, safe to store, e.g. ``"TimeoutError: no answer"``.
+    :param try_number: the Airflow try the decision is recorded for.
+    :param attempts: attempts of the window the model counts, the failed one included.
+    """
+
+    failure: str
+    subject: str
+    try_number: int
+    attempts: int
 
 
 class RetryWindowPolicy(RetryPolicy):
@@ -52,6 +77,9 @@ class RetryWindowPolicy(RetryPolicy):
         outcome unknown; :class:`OutcomeUnknown` is always one.
     :param terminal: exception classes or dotted paths that need a repair;
         :class:`TerminalFailure` is always one.
+    :param retryable: exception classes or dotted paths declared plainly
+        retryable. Airflow's ``AirflowTaskTimeout`` (``execution_timeout``) is an
+        unknown outcome unless listed here or in ``terminal``.
     :param max_observation_age: how old an observation may be (default 60 s).
     :param on_error: ``"fail"`` (default) refuses the retry when the gate cannot
         evaluate; ``"default"`` hands the failure back to Airflow's own retries.
@@ -66,6 +94,7 @@ class RetryWindowPolicy(RetryPolicy):
         safe_repeat: bool,
         unknown: Iterable[ExceptionSpec] = (),
         terminal: Iterable[ExceptionSpec] = (),
+        retryable: Iterable[ExceptionSpec] = (),
         max_observation_age: timedelta | float = timedelta(seconds=60),
         on_error: str = "fail",
     ) -> None:
@@ -75,7 +104,7 @@ class RetryWindowPolicy(RetryPolicy):
             validation=as_timedelta(validation, "validation"),
             safe_repeat=safe_repeat,
         )
-        self.classifier = Classifier.of(unknown=unknown, terminal=terminal)
+        self.classifier = Classifier.of(unknown=unknown, terminal=terminal, retryable=retryable)
         age = seconds_down(as_timedelta(max_observation_age, "max_observation_age"))
         self.max_observation_age = bounded_seconds(
             age, "max_observation_age", low=0, high=1_000_000_000
@@ -86,7 +115,7 @@ class RetryWindowPolicy(RetryPolicy):
 
     def settings_of(self, task: Any) -> RetrySettings:
         """The task's retry settings as the model sees them; raises when it cannot."""
-        return RetrySettings.of_task(task, delay_cap=_airflow_delay_cap())
+        return RetrySettings.of_task(task, delay_cap=airflow_delay_cap())
 
     def evaluate(
         self,
@@ -96,31 +125,61 @@ class RetryWindowPolicy(RetryPolicy):
         context: Any = None,
     ) -> RetryDecision:
         """Decide the retry of the attempt that raised ``exception``. Never raises."""
-        now = pendulum.now("UTC")
         try:
-            return self._decide(exception, try_number, max_tries, context, now)
-        except Exception as error:
-            return self._cannot_evaluate(error)
+            task = _task_of(context)
+            settings = self.settings_of(task)
+            failed = Failure(
+                failure=self.classifier.classify(exception),
+                subject=describe_exception(exception),
+                try_number=try_number,
+                attempts=settings.attempts_in_window(try_number, max_tries),
+            )
+            return self._decide(failed, settings, context)
+        except BaseException as error:
+            # Airflow falls back to its own retries when a policy raises: never let it
+            return self._cannot_evaluate(error, context, try_number)
+
+    def refuse_unrecorded_retry(self, context: Mapping[str, Any], previous_try: int) -> str:
+        """The reason to refuse a try that started without a decision of ours.
+
+        The previous try ended without this policy deciding (its process was killed,
+        or the scheduler saw its heartbeat stop), so whether its remote effect
+        happened is unknown: the model answers ``reconcile-remote``. The decision is
+        kept as evidence like any other. Raises when it cannot evaluate.
+
+        :param context: the starting try's task context.
+        :param previous_try: the try that ended without a decision.
+        """
+        task = _task_of(context)
+        settings = self.settings_of(task)
+        ti = context["ti"]
+        failed = Failure(
+            failure=UNKNOWN,
+            subject=(
+                f"try {previous_try} ended without a retry decision (its process was "
+                "killed or lost its heartbeat); refused before the task's code ran"
+            ),
+            try_number=int(ti.try_number),
+            attempts=settings.attempts_in_window(previous_try, int(ti.max_tries)),
+        )
+        decision = self._decide(failed, settings, context, check="retry-start")
+        return decision.reason or _GATE_ERROR
 
     def _decide(
         self,
-        exception: BaseException,
-        try_number: int,
-        max_tries: int,
-        context: Mapping[str, Any] | None,
-        now: pendulum.DateTime,
+        failed: Failure,
+        settings: RetrySettings,
+        context: Mapping[str, Any],
+        *,
+        check: str = "retry-policy",
     ) -> RetryDecision:
-        if context is None:
-            raise ValueError("Airflow passed no task context, so the run's deadline is unknown")
-        task = context["task"]
-        settings = self.settings_of(task)
-        failure = self.classifier.classify(exception)
+        now = pendulum.now("UTC")
         facts = TaskFacts(
-            task_id=str(task.task_id),
-            state=failure,
-            attempts=settings.attempts_in_window(try_number, max_tries),
+            task_id=settings.task_id,
+            state=failed.failure,
+            attempts=failed.attempts,
             observed_at=now,
-            finished_at=None if failure == UNKNOWN else now,
+            finished_at=None if failed.failure == UNKNOWN else now,
             work=self.work,
         )
         fixture = ClockedFixture.build(
@@ -138,7 +197,7 @@ class RetryWindowPolicy(RetryPolicy):
             task=fixture.payload["tasks"][0],
             payload=fixture.payload,
             clock=fixture.clock,
-            subject=f"{type(exception).__name__}: {exception}",
+            subject=failed.subject,
         )
         decision = _airflow_decision(entry, text)
         self._keep_evidence(
@@ -148,19 +207,20 @@ class RetryWindowPolicy(RetryPolicy):
                 origin=fixture.clock.iso(),
                 result=result,
                 task_ids=fixture.task_ids,
-                try_number=try_number,
-                failure=failure,
+                try_number=failed.try_number,
+                failure=failed.failure,
                 reason=text,
                 action=decision.action.value,
-                extra={"deadline": self.deadline.describe()},
+                extra={"deadline": self.deadline.describe(), "check": check},
             ),
         )
         return decision
 
-    def _keep_evidence(self, context: Mapping[str, Any], entry: dict[str, Any]) -> None:
-        log.info("Retry window evidence: %s", json.dumps(entry, sort_keys=True))
-        store, ti = context.get("task_state_store"), context.get("ti")
+    def _keep_evidence(self, context: Mapping[str, Any] | None, entry: dict[str, Any]) -> None:
         try:
+            log.info("Retry window evidence: %s", json.dumps(entry, sort_keys=True))
+            store = context.get("task_state_store") if context else None
+            ti = context.get("ti") if context else None
             if store is not None:
                 history = store.get(evidence.EVIDENCE_KEY)
                 store.set(evidence.EVIDENCE_KEY, evidence.appended(history, entry))
@@ -168,22 +228,41 @@ class RetryWindowPolicy(RetryPolicy):
                 # the latest decision as XCom too: a gate reads every target's in one request
                 ti.xcom_push(key=evidence.EVIDENCE_KEY, value=entry)
                 # the class in the key: the API lists keys, not values, in one request
-                ti.xcom_push(key=evidence.failure_key(entry["failure"]), value=entry["tryNumber"])
+                if entry.get("failure") is not None:
+                    key = evidence.failure_key(entry["failure"])
+                    ti.xcom_push(key=key, value=entry["tryNumber"])
         except Exception:
-            # the decision stands without its stored copy; the log above keeps it
+            # the decision stands without its stored copy; the log keeps it. A retry
+            # decided here but not stored is refused when it starts (fail closed).
             log.exception("Could not store the retry window evidence")
 
-    def _cannot_evaluate(self, error: Exception) -> RetryDecision:
-        cause = f"{type(error).__name__}: {error}"
-        if self.on_error == "default":
-            log.exception("Retry window gate could not evaluate; Airflow's retries apply")
-            return RetryDecision.default()
-        log.exception("Retry window gate could not evaluate; refusing the retry")
-        text = (
-            "gate-error: the retry window could not be evaluated, so the retry is refused "
-            f"({cause})"
-        )
-        return RetryDecision.fail(reason=text[:MAX_REASON])
+    def _cannot_evaluate(
+        self, error: BaseException, context: Mapping[str, Any] | None, try_number: int
+    ) -> RetryDecision:
+        try:
+            cause = describe_exception(error)
+            default = self.on_error == "default"
+            log.error(
+                "Retry window gate could not evaluate (%s); %s",
+                cause,
+                "Airflow's retries apply" if default else "refusing the retry",
+            )
+            decision = (
+                RetryDecision.default()
+                if default
+                else RetryDecision.fail(reason=f"{_GATE_ERROR} ({cause})"[:MAX_REASON])
+            )
+            # kept like any decision: with on_error="default" the retry-start check
+            # must find that Airflow's retry was handed over on purpose
+            self._keep_evidence(
+                context,
+                evidence.gate_error(
+                    try_number=try_number, reason=cause, action=decision.action.value
+                ),
+            )
+            return decision
+        except BaseException:
+            return RetryDecision.fail(reason=_GATE_ERROR)
 
     def serialize(self) -> dict[str, Any]:
         """A JSON description of the policy (the worker always runs the parsed object)."""
@@ -208,9 +287,7 @@ def _airflow_decision(entry: Mapping[str, Any], text: str) -> RetryDecision:
     return RetryDecision.retry(delay=timedelta(seconds=wait), reason=text)
 
 
-def _airflow_delay_cap() -> int:
-    try:
-        from airflow.sdk.definitions._internal.abstractoperator import MAX_RETRY_DELAY
-    except ImportError:
-        return AIRFLOW_DELAY_CAP
-    return int(MAX_RETRY_DELAY)
+def _task_of(context: Mapping[str, Any] | None) -> Any:
+    if context is None:
+        raise ValueError("Airflow passed no task context, so the run's deadline is unknown")
+    return context["task"]

@@ -21,6 +21,8 @@ MAX_DELAY = 1_000_000
 MAX_MULTIPLIER = 5
 #: Airflow's default cap on a retry delay, ``[core] max_task_retry_delay``
 AIRFLOW_DELAY_CAP = 24 * 60 * 60
+#: what ``retry_exponential_backoff=True`` means in Airflow 3.3 (its serializer reads 2.0)
+TRUE_MULTIPLIER = 2
 
 
 class UnsupportedRetrySettings(ValueError):
@@ -34,7 +36,7 @@ class RetrySettings:
     :param task_id: the task they belong to, for messages.
     :param retries: Airflow ``retries`` (runs after the first).
     :param initial_delay: ``retry_delay`` in whole seconds.
-    :param multiplier: ``retry_exponential_backoff`` (1 when off).
+    :param multiplier: ``retry_exponential_backoff`` (1 when off, 2 for ``True``).
     :param max_delay: ``max_retry_delay``, or Airflow's own cap, in whole seconds.
     """
 
@@ -118,6 +120,19 @@ class RetrySettings:
         return attempts
 
 
+def airflow_delay_cap() -> int:
+    """The installed Airflow's cap on any retry delay, in whole seconds.
+
+    Airflow applies ``[core] max_task_retry_delay`` when a task sets no
+    ``max_retry_delay``; outside a worker the documented default stands in.
+    """
+    try:
+        from airflow.sdk.definitions._internal.abstractoperator import MAX_RETRY_DELAY
+    except ImportError:
+        return AIRFLOW_DELAY_CAP
+    return int(MAX_RETRY_DELAY)
+
+
 def _retries(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UnsupportedRetrySettings(f"{where}: retries must be a whole number, got {value!r}")
@@ -159,7 +174,8 @@ def _cap(value: object, where: str) -> int:
 
 def _multiplier(value: object, where: str) -> int:
     if isinstance(value, bool):
-        return 1  # Airflow reads True as the multiplier 1.0: no growth
+        # Airflow 3.3 stores True as the multiplier 2.0 and doubles each wait
+        return TRUE_MULTIPLIER if value else 1
     if not isinstance(value, (int, float)) or not _whole_in(value, 0, MAX_MULTIPLIER):
         raise UnsupportedRetrySettings(
             f"{where}: retry_exponential_backoff={value!r} cannot be expressed; the gate "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.policy.airflow_runs import evidence, install_dags, run_dag, tries
+from tests.policy.airflow_runs import evidence, install_dags, query, run_dag, tries
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 HOUR = 3600
@@ -99,4 +99,35 @@ def test_broken_deadline_fails_closed() -> None:
     assert "action=fail" in output
     assert "gate-error: the retry window could not be evaluated" in output
     assert "KeyError: 'deadline_table'" in output
-    assert evidence("rw_broken_deadline", run_id, "report") is None
+    # kept like any decision, without a fixture: there was nothing the model could see
+    stored = evidence("rw_broken_deadline", run_id, "report")
+    assert stored is not None
+    latest = stored["latest"]
+    assert (latest["action"], latest["failure"]) == ("fail", None)
+    assert "fixture" not in latest
+    assert latest["reason"] == "gate-error: KeyError: 'deadline_table'"
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "task_id"),
+    [("rw_execution_timeout", "slow_submit"), ("rw_chained_timeout", "wrapped_submit")],
+)
+def test_timeouts_are_unknown_outcomes(dag_id: str, task_id: str) -> None:
+    run_id, _ = run_dag(dag_id, deadline_in=HOUR)
+    assert [t.state for t in tries(dag_id, run_id, task_id)] == ["failed"]
+    stored = evidence(dag_id, run_id, task_id)
+    assert stored is not None
+    latest = stored["latest"]
+    assert (latest["failure"], latest["action"]) == ("unknown", "fail")
+    assert latest["result"]["tasks"][0]["decision"] == "reconcile-remote"
+
+
+def test_mapped_instances_retry_through_the_start_check() -> None:
+    run_id, output = run_dag("rw_mapped", deadline_in=HOUR)
+    rows = query(
+        "select map_index, state, try_number from task_instance where dag_id=? and run_id=? "
+        "order by map_index",
+        "rw_mapped",
+        run_id,
+    )
+    assert rows == [(0, "success", 2), (1, "success", 2)], output[-3000:]

@@ -37,9 +37,15 @@ def test_retries_exclude_the_first_run() -> None:
 
 
 def test_no_exponential_backoff_means_a_constant_delay() -> None:
-    for off in (0, 1, 1.0, True):
+    for off in (0, 1, 1.0, False):
         policy = settings(retry_exponential_backoff=off, max_retry_delay=None).model_policy()
         assert (policy["multiplier"], policy["maxDelay"]) == (1, 4)
+
+
+def test_true_doubles_as_in_airflow() -> None:
+    # Airflow 3.3's serializer reads True as 2.0 and the scheduler doubles each wait
+    policy = settings(retry_exponential_backoff=True).model_policy()
+    assert (policy["multiplier"], policy["maxDelay"]) == (2, 12)
 
 
 def test_airflow_cap_applies_without_max_retry_delay() -> None:

@@ -6,10 +6,12 @@ sets how much time is left without depending on the wall clock.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_retrywindow import Deadline, OutcomeUnknown, RetryWindowPolicy
 
@@ -113,3 +115,32 @@ with _dag("rw_clear"):
         raise ConnectionError("still failing")
 
     monitor()
+
+with _dag("rw_execution_timeout"):
+
+    @task(retries=3, retry_policy=_policy(), execution_timeout=timedelta(seconds=1), **GATED)
+    def slow_submit():  # type: ignore[no-untyped-def]
+        time.sleep(30)  # Airflow's execution_timeout ends it after 1 s
+
+    slow_submit()
+
+with _dag("rw_chained_timeout"):
+
+    @task(retries=3, retry_policy=_policy(), **GATED)
+    def wrapped_submit():  # type: ignore[no-untyped-def]
+        try:
+            raise TimeoutError("no answer after submitting the job")
+        except TimeoutError as error:
+            raise AirflowException("the load step failed") from error
+
+    wrapped_submit()
+
+with _dag("rw_mapped"):
+
+    @task(retries=2, retry_policy=_policy(), **GATED)
+    def load_partition(partition, ti=None):  # type: ignore[no-untyped-def]
+        if ti.try_number < 2:
+            raise ConnectionError(f"transient failure on partition {partition}")
+        return partition
+
+    load_partition.expand(partition=["eu", "us"])
