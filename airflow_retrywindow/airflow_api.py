@@ -6,7 +6,8 @@ reads it with the official ``apache-airflow-client`` and an Airflow connection
 (default id ``airflow_api_default``):
 
 * ``host`` - the API server's base URL, e.g. ``http://airflow-apiserver:8080``
-  (a bare host name gets ``schema`` or ``http`` and ``port``);
+  (a bare host name gets ``schema`` or ``http`` and ``port``); credentials in it
+  (``user:password@``) are dropped, never sent nor shown: use login and password;
 * ``login`` and ``password`` - exchanged for a JWT at ``POST /auth/token``;
 * or ``extra`` ``{"access_token": "..."}`` - a JWT used as given;
 * optional ``extra`` ``{"verify_ssl": false}`` or ``{"ssl_ca_cert": "/path/ca.pem"}``.
@@ -35,6 +36,7 @@ from urllib.parse import urlsplit
 import pendulum
 
 from airflow_retrywindow.capacity import PoolState
+from airflow_retrywindow.redaction import describe_exception, safe_text, without_userinfo
 
 if TYPE_CHECKING:
     from airflow_client.client import ApiClient
@@ -99,7 +101,8 @@ class XComKey:
 class AirflowApi:
     """A reader of Airflow's REST API that counts its requests.
 
-    :param base_url: the API server's base URL, without ``/api/v2``.
+    :param base_url: the API server's base URL, without ``/api/v2``; credentials in
+        it (``user:password@``) are dropped, so no message or record shows them.
     :param login: the user to exchange for a JWT with ``password``.
     :param password: that user's password.
     :param access_token: a JWT to use as given, instead of ``login``/``password``.
@@ -121,10 +124,13 @@ class AirflowApi:
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        try:
+            parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        except ValueError:  # e.g. an unclosed IPv6 bracket
+            parts = None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise AirflowApiError(
-                f"the API base URL must look like http://host:port, got {base_url!r}"
+                f"the API base URL must look like http://host:port, got {safe_text(repr(base_url))}"
             )
         if isinstance(page_size, bool) or not isinstance(page_size, int):
             raise ValueError(f"page_size must be a whole number, got {page_size!r}")
@@ -132,7 +138,8 @@ class AirflowApi:
             raise ValueError(f"page_size must be from 1 to 1000, got {page_size}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        self.base_url = base_url.rstrip("/")
+        # the client never sends URL credentials; kept, they would reach every message
+        self.base_url = without_userinfo(base_url).rstrip("/")
         self.login = login
         self.password = password
         self.access_token = access_token
@@ -165,7 +172,7 @@ class AirflowApi:
         except Exception as error:
             raise AirflowApiError(
                 f"the Airflow connection {conn_id!r} for the REST API could not be read "
-                f"({type(error).__name__}: {error}); create it with host (the API server's "
+                f"({describe_exception(error)}); create it with host (the API server's "
                 "URL, e.g. http://localhost:8080), login and password"
             ) from error
         extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else {}
@@ -349,7 +356,7 @@ class AirflowApi:
         except OpenApiException as error:
             raise AirflowApiError(
                 f"the Airflow REST API at {self.base_url} gave an unreadable answer for "
-                f"{where}: {error}"
+                f"{where}: {_short(str(error))}"
             ) from error
         except Exception as error:
             raise AirflowApiError(
@@ -466,5 +473,5 @@ def _flag(value: object, name: str, conn_id: str) -> bool:
 
 
 def _short(text: str | None, limit: int = 300) -> str:
-    text = (text or "").strip().replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    # an answer or a client error may echo credentials: masked before any message holds it
+    return safe_text((text or "").strip().replace("\n", " "), limit=limit)

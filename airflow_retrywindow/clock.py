@@ -7,6 +7,10 @@ rounding can never turn a refusal into a permission:
 * the deadline and observation instants round **down**;
 * durations round **up**; the allowed observation age rounds **down**.
 
+Where two roundings meet (an end and its observation in one second, a backoff
+ending in the second now rounds up into), :mod:`~airflow_retrywindow.fixtures`
+settles it so that the model's decision is never looser than the exact one.
+
 The origin is a whole second and goes into the evidence, so a fixture can be
 replayed offline and its numbers turned back into real times.
 """

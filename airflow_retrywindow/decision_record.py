@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_retrywindow.decision_table import DecisionTable
+from airflow_retrywindow.redaction import without_userinfo
 from airflow_retrywindow.run_review import Review
 
 #: keys recommended for ``work_unit``; others are kept as given
@@ -90,7 +91,8 @@ def build(
         "guard": list(guard),
         "skipped": list(skipped),
         "workUnit": work_unit,
-        "api": review.api,
+        # the record is stored and shown: never with the URL's credentials
+        "api": without_userinfo(review.api),
         "requests": review.requests,
         "claims": {"safeRepeat": "asserted by the DAG author, not proven by the gate"},
         "capacityNote": (

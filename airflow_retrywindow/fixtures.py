@@ -2,7 +2,16 @@
 
 Everything Airflow knows is turned into the model's integer seconds on one
 :class:`~airflow_retrywindow.clock.Clock`, with the conservative rounding the
-clock documents, so the fixture can be replayed offline exactly.
+clock documents, so the fixture can be replayed offline exactly. Three rules
+keep rounding from ever loosening the decision the exact real times would give:
+
+* ``asOf`` is never earlier than any fact (an API server's clock may run a
+  little ahead of ours);
+* an end of an attempt rounds up after adding the fraction of a second by which
+  now rounds up, so a backoff never ends in the model before it really does;
+* staleness is decided on the exact real times: a stale observation keeps its
+  rounded-down time (the end may not be later), a fresh one moves up to an end
+  rounded past it, which may make it look younger but never fresh when stale.
 """
 
 from __future__ import annotations
@@ -11,10 +20,10 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_retrywindow.clock import Clock
+from airflow_retrywindow.clock import Clock, require_aware
 from airflow_retrywindow.model import TaskState
 from airflow_retrywindow.retry_settings import RetrySettings
 from airflow_retrywindow.work import Work
@@ -59,16 +68,33 @@ class TaskFacts:
         """Every real instant these facts put on the clock."""
         return [self.observed_at] + ([self.finished_at] if self.finished_at else [])
 
-    def model_task(self, clock: Clock) -> dict[str, Any]:
-        """This task as one entry of the model's ``tasks`` list."""
-        finished = None
-        if TaskState(self.state).completion_confirmed and self.finished_at is not None:
-            finished = clock.up(self.finished_at)
-        observed = clock.down(self.observed_at)
-        if finished is not None:
-            # the observation cannot predate what it observed; rounding the end up
-            # and the observation down may otherwise cross within one second
-            observed = max(observed, finished)
+    def model_task(
+        self, clock: Clock, *, as_of: datetime, max_observation_age: int
+    ) -> dict[str, Any]:
+        """This task as one entry of the model's ``tasks`` list.
+
+        :param clock: the clock of the fixture.
+        :param as_of: the moment of the decision, no earlier than these facts.
+        :param max_observation_age: the fixture's allowed age of an observation.
+        """
+        now = require_aware(as_of, "as_of")
+        seen = require_aware(self.observed_at, "observed_at")
+        observed = clock.down(seen)
+        if not TaskState(self.state).completion_confirmed or self.finished_at is None:
+            return self._entry(observed, None)
+        # now rounds up by `lag`; an end rounded up on now's grid keeps the model's
+        # backoff from ending before the real one ("start > asOf" compares the two)
+        lag = clock.at(clock.up(now)) - now
+        finished = clock.up(self.finished_at + lag)
+        if now - seen > timedelta(seconds=max_observation_age):
+            # really stale: the observation keeps its rounded-down time, so the model
+            # refreshes it (its first rule reads nothing else); the end may not follow it
+            return self._entry(observed, min(finished, observed))
+        # really fresh: the observation cannot predate what it observed, and may look
+        # a little younger than it is without ever looking fresh when it is stale
+        return self._entry(max(observed, finished), finished)
+
+    def _entry(self, observed: int, finished: int | None) -> dict[str, Any]:
         return {
             "id": model_task_id(self.task_id),
             "state": self.state,
@@ -107,21 +133,29 @@ class ClockedFixture:
     ) -> ClockedFixture:
         """Put the facts on one clock and assemble the model's payload.
 
-        :param as_of: the moment of the decision (now).
+        :param as_of: the moment of the decision (now); a fact reported later (an API
+            server's clock slightly ahead) moves it to that fact.
         :param deadline: the delivery deadline.
         :param max_observation_age: the allowed age of an observation, whole seconds.
         :param settings: the retry settings shared by these tasks.
         :param tasks: 1 to 20 tasks sharing ``settings``.
         :param origin: the preferred clock origin, usually the data interval start.
         """
-        instants = [i for facts in tasks for i in facts.instants()]
-        clock = Clock.starting_at(origin or as_of, as_of, deadline, *instants)
+        instants = [require_aware(i, "instant") for facts in tasks for i in facts.instants()]
+        # an API server's clock may run a little ahead of ours (within the gate's
+        # tolerance); deciding later than that is cautious, an observation "from
+        # the future" is not a valid fixture
+        now = max(require_aware(as_of, "as_of"), *instants)
+        clock = Clock.starting_at(origin or now, now, deadline, *instants)
         payload = {
-            "asOf": clock.up(as_of),
+            "asOf": clock.up(now),
             "deadline": clock.down(deadline),
             "maxObservationAge": max_observation_age,
             "policy": settings.model_policy(),
-            "tasks": [facts.model_task(clock) for facts in tasks],
+            "tasks": [
+                facts.model_task(clock, as_of=now, max_observation_age=max_observation_age)
+                for facts in tasks
+            ],
         }
         ids = {model_task_id(facts.task_id): facts.task_id for facts in tasks}
         return cls(clock=clock, payload=payload, task_ids=ids)

@@ -13,7 +13,7 @@ unreachable API, a missing connection, a fixture the model refuses - raises
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +22,11 @@ import pendulum
 from airflow_retrywindow import evidence
 from airflow_retrywindow.airflow_api import AirflowApi, TaskInstanceRow, XComKey
 from airflow_retrywindow.budget import Budget
+from airflow_retrywindow.check import gated
 from airflow_retrywindow.deadline import Deadline
 from airflow_retrywindow.decision_table import DecisionTable, decide
-from airflow_retrywindow.retry_settings import AIRFLOW_DELAY_CAP, RetrySettings
+from airflow_retrywindow.redaction import describe_exception
+from airflow_retrywindow.retry_settings import RetrySettings, airflow_delay_cap
 from airflow_retrywindow.targets import (
     FAILED_STATES,
     Observed,
@@ -55,7 +57,7 @@ class Review:
 
     :param table: the decisions.
     :param requests: REST API requests made.
-    :param api: the API's base URL.
+    :param api: the API's base URL, without credentials.
     """
 
     table: DecisionTable
@@ -109,9 +111,10 @@ class RunReview:
         except RetryWindowGateError:
             raise
         except Exception as error:
+            # the message may be stored (the task's failure): secrets masked, length capped
             raise RetryWindowGateError(
                 f"the retry window gate could not decide, so the guarded work does not run: "
-                f"{type(error).__name__}: {error}"
+                f"{describe_exception(error)}"
             ) from error
 
     def _review(
@@ -128,11 +131,7 @@ class RunReview:
         api = AirflowApi.from_connection(
             self.conn_id, page_size=self.page_size, timeout=self.timeout
         )
-        current = {
-            row.task_id: row
-            for row in api.task_instances(dag_id, run_id, ids)
-            if row.map_index == -1
-        }
+        current = unmapped_rows(api.task_instances(dag_id, run_id, ids), ids)
         latest: dict[str, TaskInstanceRow | None] = {}
         for task_id in ids:
             row = current.get(task_id)
@@ -189,6 +188,32 @@ class RunReview:
         return observe(target, row, failure=failure, failure_source=source)
 
 
+def unmapped_rows(
+    rows: Sequence[TaskInstanceRow], task_ids: Collection[str]
+) -> dict[str, TaskInstanceRow]:
+    """task id -> its task instance, for the targets that have one yet.
+
+    A target whose task instances are all mapped (``map_index`` 0, 1, ...: it sits
+    in a mapped task group) has none the gate can decide about; it is refused
+    rather than taken for a task never tried, which would let its work run.
+
+    :param rows: the run's task instances of the targets.
+    :param task_ids: the targets.
+    :raises RetryWindowGateError: naming the first such target.
+    """
+    found = {row.task_id: row for row in rows if row.map_index == -1}
+    for task_id in task_ids:
+        indexes = sorted(row.map_index for row in rows if row.task_id == task_id)
+        if task_id not in found and indexes:
+            raise RetryWindowGateError(
+                f"target {task_id!r} has only mapped task instances in this run (map_index "
+                f"{', '.join(map(str, indexes[:5]))}{', ...' if len(indexes) > 5 else ''}), "
+                "none with map_index -1 to decide about; it is probably inside a mapped task "
+                "group. Target tasks outside mapped task groups"
+            )
+    return found
+
+
 def _failure(
     api: AirflowApi,
     *,
@@ -241,26 +266,32 @@ def task_in(dag: Any, task_id: str) -> Any:
             f"target {task_id!r} is a mapped task; the gate decides about whole tasks, "
             "so target the tasks that are not mapped"
         )
+    group = task.get_closest_mapped_task_group()
+    if group is not None:
+        # its task instances are mapped too: none is the whole task the gate decides
+        raise RetryWindowGateError(
+            f"target {task_id!r} is inside the mapped task group {group.group_id!r}; the gate "
+            "decides about whole tasks, so target tasks outside mapped task groups"
+        )
     return task
 
 
 def settings_of(task: Any) -> RetrySettings:
-    """The task's retry settings as the model sees them, the same way its policy reads them."""
-    policy = getattr(task, "retry_policy", None)
-    settings = getattr(policy, "settings_of", None)
-    if callable(settings) and type(policy).__module__ == "airflow_retrywindow.retry_policy":
-        result = settings(task)
-        if isinstance(result, RetrySettings):
-            return result
-    return RetrySettings.of_task(task, delay_cap=_delay_cap())
+    """The task's retry settings as the model sees them, the same way its policy reads them.
 
-
-def _delay_cap() -> int:
-    try:
-        from airflow.sdk.definitions._internal.abstractoperator import MAX_RETRY_DELAY
-    except ImportError:
-        return AIRFLOW_DELAY_CAP
-    return int(MAX_RETRY_DELAY)
+    A ``RetryWindowPolicy`` (a subclass included) reads them itself, so the gate
+    decides on the timeline the policy checks.
+    """
+    if not gated(task):
+        return RetrySettings.of_task(task, delay_cap=airflow_delay_cap())
+    policy = task.retry_policy
+    found = policy.settings_of(task)
+    if not isinstance(found, RetrySettings):
+        raise RetryWindowGateError(
+            f"task {task.task_id!r}: {type(policy).__name__}.settings_of returned {found!r}, "
+            "not RetrySettings; return RetrySettings.of_task(task, ...) from it"
+        )
+    return found
 
 
 # -- checked for the gate operator and the sensor when the DAG is parsed ------------

@@ -17,21 +17,25 @@ never tried (``try_number`` 0)                             ``not-attempted`` (no
 ========================================================  ============================
 
 A task instance reset since its last try (``None``, ``skipped``,
-``upstream_failed`` after a manual clear) is judged by that last try, read from
-the task's earlier tries.
+``upstream_failed``, ``removed``: after a manual clear, a skip, an upstream
+failure or a DAG change) is judged by that last try, read from the task's
+earlier tries. Those are every state of Airflow 3.3's ``TaskInstanceState``; any
+other state is refused (:class:`TargetError`) rather than guessed at, since
+reading past it could turn a try we do not understand into a first run.
 
 ``attempts`` counts the current window as the retry policy does,
 ``try_number - (max_tries - retries)``, on the row of the latest try.
 
-Explicit observations override Airflow's view for a target. Their JSON shape,
-keyed by task id::
+Explicit observations override Airflow's view for a target, but never loosen
+it: a try Airflow sees in progress cannot be overridden, and ``attempts`` is at
+least Airflow's count. Their JSON shape, keyed by task id::
 
     {
       "append": {
         "state": "retryable",                   # running|unknown|succeeded|retryable|terminal
         "observed_at": "2026-03-02T05:40:00Z",  # when the state was observed (with offset)
         "finished_at": "2026-03-02T05:31:10Z",  # null for running and unknown
-        "attempts": 1,                          # optional: Airflow's count by default
+        "attempts": 1,                          # optional: never fewer than Airflow's count
         "source": "load job fund-positions-20260301-v3"  # optional: where it was seen
       }
     }
@@ -74,6 +78,8 @@ FAILED_STATES = frozenset({"failed", "up_for_retry"})
 SUCCESS_STATES = frozenset({"success"})
 #: states of a try that really started
 TRIED_STATES = RUNNING_STATES | FAILED_STATES | SUCCESS_STATES
+#: states of a task instance that no longer shows its try (or never had one)
+RESET_STATES = frozenset({None, "skipped", "upstream_failed", "removed"})
 MODEL_STATES = ("running", "unknown", "succeeded", "retryable", "terminal")
 #: how far an API time may run ahead of this worker's clock before we refuse
 CLOCK_TOLERANCE = timedelta(seconds=5)
@@ -159,14 +165,26 @@ class ExplicitObservation:
     source: str | None
 
 
+def known_state(row: TaskInstanceRow) -> TaskInstanceRow:
+    """``row``, if the gate knows what its state means; a :class:`TargetError` if not."""
+    if row.state in TRIED_STATES or row.state in RESET_STATES:
+        return row
+    raise TargetError(
+        f"task {row.task_id!r}: try {row.try_number} is in the Airflow state {row.state!r}, "
+        "which the gate does not know, so it cannot tell whether the try ran; check the "
+        "Airflow version (the gate knows Airflow 3.3's task instance states) and decide "
+        "the repeat by hand"
+    )
+
+
 def needs_history(row: TaskInstanceRow | None) -> bool:
     """Whether the row was reset after a try, so the try itself must be read."""
-    return row is not None and row.try_number > 0 and row.state not in TRIED_STATES
+    return row is not None and row.try_number > 0 and known_state(row).state in RESET_STATES
 
 
 def latest_try(rows: Sequence[TaskInstanceRow]) -> TaskInstanceRow | None:
     """The latest try that really started, among a task's tries."""
-    tried = [row for row in rows if row.state in TRIED_STATES and row.try_number > 0]
+    tried = [row for row in rows if known_state(row).state in TRIED_STATES and row.try_number > 0]
     return max(tried, key=lambda row: row.try_number, default=None)
 
 
@@ -185,7 +203,7 @@ def observe(
         failure (unknown, terminal or retryable), if any.
     :param failure_source: where ``failure`` came from, in words.
     """
-    if row is None or row.try_number < 1 or row.state not in TRIED_STATES:
+    if row is None or known_state(row).state in RESET_STATES or row.try_number < 1:
         return Observed(
             target=target,
             facts=None,
@@ -263,18 +281,28 @@ def observe_explicitly(
 ) -> Observed:
     """``target`` as an explicit observation states it, overriding Airflow's view.
 
+    An observation may only make the decision more cautious than Airflow's view:
+    it cannot override a try Airflow sees in progress, and it counts at least
+    the attempts Airflow counted.
+
     :param target: the target.
     :param explicit: the observation.
-    :param airflow_view: what Airflow says, for the default attempt count.
+    :param airflow_view: what Airflow says: its state and attempt count.
     """
-    attempts = explicit.attempts
-    if attempts is None:
-        if airflow_view.facts is None:
-            raise ObservationError(
-                f"observations for {target.task_id!r} need 'attempts': Airflow has no try "
-                "of this task in the run to count from"
-            )
-        attempts = airflow_view.facts.attempts
+    if airflow_view.facts is not None and airflow_view.airflow_state in RUNNING_STATES:
+        raise ObservationError(
+            f"observations for {target.task_id!r}: Airflow sees try {airflow_view.try_number} "
+            f"in the state {airflow_view.airflow_state!r} right now; an observation cannot "
+            "override a try in progress. Wait until the try ends, or drop the observation"
+        )
+    counted = airflow_view.facts.attempts if airflow_view.facts is not None else None
+    if explicit.attempts is None and counted is None:
+        raise ObservationError(
+            f"observations for {target.task_id!r} need 'attempts': Airflow has no try "
+            "of this task in the run to count from"
+        )
+    # fewer attempts than Airflow counted would hand back tries already spent
+    attempts = max(n for n in (explicit.attempts, counted) if n is not None)
     if attempts > target.settings.max_attempts:
         raise ObservationError(
             f"observations for {target.task_id!r}: attempts={attempts} is more than the "
@@ -407,17 +435,27 @@ def _observation(task_id: str, raw: object, as_of: datetime) -> ExplicitObservat
 
 def _instant(value: object, name: str) -> pendulum.DateTime:
     if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise ObservationError(
-                f"{name} must be an ISO 8601 time with an offset, e.g. "
-                f"2026-03-02T05:40:00Z, got {value!r}"
-            ) from None
+        value = _parsed(value, name)
     try:
         return require_aware(value, name)
     except ClockError as error:
         raise ObservationError(str(error)) from None
+
+
+def _parsed(text: str, name: str) -> datetime:
+    # pendulum, not datetime.fromisoformat: Python 3.10 cannot read a "Z" offset.
+    # exact=True keeps a date, a time or a duration from passing as an instant;
+    # tz=None keeps a missing offset missing, so it is refused, not taken as UTC
+    try:
+        parsed = pendulum.parse(text.strip(), exact=True, tz=None)
+    except (ValueError, TypeError, OverflowError):  # pendulum's ParserError is a ValueError
+        parsed = None
+    if not isinstance(parsed, datetime):
+        raise ObservationError(
+            f"{name} must be an ISO 8601 time with an offset, e.g. "
+            f"2026-03-02T05:40:00Z, got {_shown(text)}"
+        )
+    return parsed
 
 
 def _shown(value: object) -> str:

@@ -5,17 +5,32 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
 
 import pendulum
 import pytest
 
-from airflow_retrywindow.airflow_api import TaskInstanceRow, connection_url
+from airflow_retrywindow.airflow_api import (
+    AirflowApi,
+    AirflowApiError,
+    TaskInstanceRow,
+    connection_url,
+)
 from airflow_retrywindow.budget import Budget, BudgetError
 from airflow_retrywindow.capacity import PoolState, assess
 from airflow_retrywindow.decision_table import decide
 from airflow_retrywindow.retry_settings import RetrySettings
+from airflow_retrywindow.run_review import (
+    RetryWindowGateError,
+    RunReview,
+    settings_of,
+    unmapped_rows,
+)
 from airflow_retrywindow.targets import (
+    RUNNING_STATES,
     ObservationError,
     Target,
     TargetError,
@@ -27,6 +42,7 @@ from airflow_retrywindow.targets import (
     parse_observations,
 )
 from airflow_retrywindow.work import Work
+from tests.stack import free_port
 
 NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
 WORK = Work(duration=timedelta(minutes=5), validation=timedelta(minutes=1), safe_repeat=True)
@@ -92,6 +108,56 @@ def test_a_task_never_tried_is_not_attempted(row: TaskInstanceRow | None) -> Non
     assert view.state == "not-attempted"
 
 
+#: Airflow 3.3.2's TaskInstanceState, each decided: the model state of a try in it, or
+#: "reset" (the row no longer shows its try: read the earlier tries)
+AIRFLOW_STATE_MEANINGS: dict[str | None, str] = {
+    "success": "succeeded",
+    "scheduled": "running",
+    "queued": "running",
+    "running": "running",
+    "restarting": "running",
+    "up_for_reschedule": "running",
+    "deferred": "running",
+    "awaiting_input": "running",
+    "failed": "retryable",
+    "up_for_retry": "retryable",
+    None: "reset",
+    "skipped": "reset",
+    "upstream_failed": "reset",
+    "removed": "reset",
+}
+
+
+def _airflow_states() -> list[str | None]:
+    from airflow_client.client.models.task_instance_state import TaskInstanceState
+
+    return [None, *(state.value for state in TaskInstanceState)]
+
+
+@pytest.mark.parametrize("state", _airflow_states())
+def test_every_airflow_state_has_a_decided_meaning(state: str | None) -> None:
+    # a state Airflow adds later fails here until someone decides what it means
+    meaning = AIRFLOW_STATE_MEANINGS[state]
+    row = _row(state, try_number=2, max_tries=2)
+    assert needs_history(row) == (meaning == "reset")
+    view = observe(_target(), row, failure=None, failure_source="")
+    assert view.state == ("not-attempted" if meaning == "reset" else meaning)
+    assert (latest_try([_row("failed", 1), row]) is row) == (meaning != "reset")
+
+
+@pytest.mark.parametrize("state", ["shutdown", "zombie", "SUCCESS", ""])
+def test_a_state_the_gate_does_not_know_is_an_error_not_a_first_run(state: str) -> None:
+    for try_number in (0, 2):
+        with pytest.raises(TargetError) as raised:
+            observe(_target(), _row(state, try_number), failure=None, failure_source="")
+        assert "'load'" in str(raised.value) and repr(state) in str(raised.value)
+    with pytest.raises(TargetError, match=f"task 'load'.*{state!r}"):
+        needs_history(_row(state, try_number=2))
+    # an earlier try in a state we do not know is not skipped over either
+    with pytest.raises(TargetError, match=f"task 'load'.*{state!r}"):
+        latest_try([_row("failed", 1), _row(state, 2), _row(None, 3)])
+
+
 def test_attempts_count_the_window_the_way_the_policy_does() -> None:
     # a clear after try 2 raised max_tries to 2 + retries = 4; try 4 is attempt 4 - (4 - 2)
     view = observe(_target(), _row("failed", 4, 4), failure=None, failure_source="")
@@ -135,12 +201,88 @@ def test_observations_override_airflow_and_keep_their_own_time() -> None:
         }
     )
     parsed = parse_observations(text, ["load"], as_of=NOW)
-    airflow_view = observe(_target(), _row("running", 1, 2), failure=None, failure_source="")
+    airflow_view = observe(_target(), _row("failed", 1, 2), failure=None, failure_source="")
     view = observe_explicitly(_target(), parsed["load"], airflow_view)
     assert view.source == "observations"
     assert view.facts is not None
     assert (view.facts.state, view.facts.attempts) == ("retryable", 1)  # Airflow's count
     assert view.facts.observed_at == pendulum.datetime(2026, 3, 2, 5, 39, tz="UTC")
+
+
+def _retryable(attempts: int) -> dict[str, Any]:
+    return {
+        "load": {
+            "state": "retryable",
+            "observed_at": "2026-03-02T05:39:00Z",
+            "finished_at": "2026-03-02T05:31:10Z",
+            "attempts": attempts,
+        }
+    }
+
+
+def test_an_observation_never_gives_back_attempts_airflow_counted() -> None:
+    # try 3 of 3 (retries=2) failed: the window is used up, whatever the observation counts
+    parsed = parse_observations(_retryable(1), ["load"], as_of=NOW)
+    airflow_view = observe(_target(), _row("failed", 3, 2), failure=None, failure_source="")
+    view = observe_explicitly(_target(), parsed["load"], airflow_view)
+    assert view.facts is not None and view.facts.attempts == 3
+    table = decide(
+        [view], as_of=NOW, deadline=NOW.add(hours=6), max_observation_age=3600,
+        origin=NOW.subtract(days=1), pools={"positions_db": _pool(0)},
+    )  # fmt: skip
+    assert table.decision("load").decision == "attempts-exhausted"
+    # more attempts than Airflow counted (another system's tries) still count
+    more = observe_explicitly(
+        _target(), parse_observations(_retryable(3), ["load"], as_of=NOW)["load"],
+        observe(_target(), _row("failed", 1, 2), failure=None, failure_source=""),
+    )  # fmt: skip
+    assert more.facts is not None and more.facts.attempts == 3
+
+
+@pytest.mark.parametrize("state", sorted(RUNNING_STATES))
+def test_an_observation_cannot_override_a_try_airflow_sees_in_progress(state: str) -> None:
+    parsed = parse_observations(_retryable(1), ["load"], as_of=NOW)
+    airflow_view = observe(_target(), _row(state, 2, 2), failure=None, failure_source="")
+    with pytest.raises(ObservationError) as raised:
+        observe_explicitly(_target(), parsed["load"], airflow_view)
+    message = str(raised.value)
+    assert "'load'" in message and repr(state) in message and "try 2" in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-03-02T05:39:00Z",  # the documented shape; Python 3.10 cannot read its Z
+        "2026-03-02T05:39:00.000Z",
+        "2026-03-02T05:39:00+00:00",
+        "2026-03-02T06:39:00+01:00",
+        " 2026-03-02T05:39:00Z ",
+    ],
+)
+def test_observation_times_are_iso_8601_with_an_offset(text: str) -> None:
+    observations = {"load": {"state": "unknown", "observed_at": text}}
+    parsed = parse_observations(observations, ["load"], as_of=NOW)
+    assert parsed["load"].observed_at == pendulum.datetime(2026, 3, 2, 5, 39, tz="UTC")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("2026-03-02T05:39:00", "must be timezone-aware, got the naive datetime"),
+        ("2026-03-02", "must be an ISO 8601 time with an offset"),
+        ("05:39:00Z", "must be an ISO 8601 time with an offset"),
+        ("P1D", "must be an ISO 8601 time with an offset"),
+        ("yesterday", "must be an ISO 8601 time with an offset"),
+        ("2026-13-02T05:39:00Z", "must be an ISO 8601 time with an offset"),
+        ("1741000000", "must be an ISO 8601 time with an offset"),
+    ],
+)
+def test_observation_times_that_are_not_instants_are_refused(text: str, message: str) -> None:
+    observations = {"load": {"state": "unknown", "observed_at": text}}
+    with pytest.raises(ObservationError) as raised:
+        parse_observations(observations, ["load"], as_of=NOW)
+    assert message in str(raised.value)
+    assert "observations['load'].observed_at" in str(raised.value)
 
 
 def test_a_python_literal_from_an_xcom_pull_is_read_too() -> None:
@@ -213,6 +355,89 @@ def test_observations_of_a_task_never_tried_need_attempts() -> None:
     never = observe(_target(), None, failure=None, failure_source="")
     with pytest.raises(ObservationError, match="need 'attempts': Airflow has no try"):
         observe_explicitly(_target(), parsed["load"], never)
+
+
+# -- matching targets to task instances ------------------------------------------------
+
+
+def test_a_target_with_only_mapped_task_instances_is_a_gate_error() -> None:
+    # a target inside a mapped task group: every task instance has a map index
+    mapped = [replace(_row("failed"), map_index=index) for index in (0, 1, 2)]
+    with pytest.raises(RetryWindowGateError) as raised:
+        unmapped_rows([*mapped, _row("success", task_id="extract")], ["load", "extract"])
+    message = str(raised.value)
+    assert "target 'load'" in message and "map_index" in message
+    found = unmapped_rows([_row("failed"), _row("success", task_id="extract")], ["load", "extract"])
+    assert set(found) == {"load", "extract"}
+    # a target with no task instance at all is simply absent: never tried
+    assert unmapped_rows([_row("failed")], ["load", "fresh"]) == {"load": _row("failed")}
+
+
+# -- credentials never stored ----------------------------------------------------------
+
+
+def test_url_credentials_stay_out_of_the_api_url_and_its_errors() -> None:
+    url = f"http://reader:secretpw@127.0.0.1:{free_port()}"
+    api = AirflowApi(url, login="reader", password="other", timeout=2)
+    assert api.base_url == url.replace("reader:secretpw@", "")
+    with pytest.raises(AirflowApiError) as raised:
+        api.task_instances("dag", "run", ["load"])  # nobody listens: the token request fails
+    assert "could not be reached" in str(raised.value)
+    assert "secretpw" not in str(raised.value)
+    bad = "ftp://reader:secretpw@host"
+    with pytest.raises(AirflowApiError) as refused:
+        AirflowApi(bad)
+    assert "secretpw" not in str(refused.value)
+
+
+def test_a_gate_error_masks_secrets_in_what_it_quotes() -> None:
+    from airflow.sdk import DAG, BaseOperator
+    from airflow.sdk.log import mask_secret
+
+    from airflow_retrywindow import Deadline
+
+    mask_secret("rw-token-7f3a9c")  # as Airflow does with a connection's password
+    with DAG("rw_gate_masking", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
+        BaseOperator(task_id="load")
+    review = RunReview(
+        targets={"load": WORK}, deadline=Deadline.at(NOW.add(hours=6)), max_observation_age=60,
+        conn_id="never_read", page_size=100, timeout=5,
+    )  # fmt: skip
+    context = {"dag": dag, "dag_run": SimpleNamespace(run_id="manual__1")}
+    for quoted in ("postgres://etl:secretpw@db/positions", "rw-token-7f3a9c"):
+        observations = {"load": {"state": "unknown", "observed_at": quoted}}
+        with pytest.raises(RetryWindowGateError) as raised:
+            review.review(context, observations=observations)
+        message = str(raised.value)
+        assert "observed_at must be an ISO 8601 time with an offset" in message
+        assert "secretpw" not in message and "rw-token-7f3a9c" not in message
+
+
+# -- a subclass of RetryWindowPolicy -----------------------------------------------------
+
+
+def test_a_policy_subclass_gives_the_gate_its_own_settings() -> None:
+    from airflow.sdk import DAG, BaseOperator
+
+    from airflow_retrywindow import Deadline, RetryWindowPolicy
+
+    class CappedPolicy(RetryWindowPolicy):
+        """A team's policy: every wait is capped at 10 minutes."""
+
+        def settings_of(self, task: Any) -> RetrySettings:
+            return RetrySettings.of_task(task, delay_cap=600)
+
+    policy = CappedPolicy(
+        deadline=Deadline.after_data_interval_end(hours=6), duration=60, validation=30,
+        safe_repeat=True,
+    )  # fmt: skip
+    with DAG("rw_gate_subclass", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
+        task = BaseOperator(
+            task_id="load", retries=3, retry_delay=timedelta(minutes=4),
+            retry_exponential_backoff=2, retry_policy=policy,
+        )  # fmt: skip
+    assert settings_of(task) == policy.settings_of(task)
+    assert settings_of(task).max_delay == 600
 
 
 # -- pool capacity ---------------------------------------------------------------------

@@ -52,6 +52,11 @@ def test_the_dag_processor_refuses_misplaced_gates(airflow_db: Path) -> None:
         "guarded task 'load' must be directly downstream of gate 'gate'"
         in errors["not_downstream.py"]
     )
+    assert errors["mapped_group.py"].endswith(
+        "retry window gate: target 'per_file.load_file' is inside the mapped task group "
+        "'per_file'; the gate decides about whole tasks, so target tasks outside mapped task "
+        "groups"
+    )
     assert "good_gate.py" not in errors
     assert "DAGS ['rw_gate_good']" in done.stdout
 
