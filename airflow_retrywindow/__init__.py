@@ -20,13 +20,13 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "Budget": "airflow_retrywindow.budget",
-    "Deadline": "airflow_retrywindow.deadline",
-    "OutcomeUnknown": "airflow_retrywindow.failures",
-    "TerminalFailure": "airflow_retrywindow.failures",
-    "Work": "airflow_retrywindow.work",
-    "RetryWindowPolicy": "airflow_retrywindow.retry_policy",
-    "check_dag": "airflow_retrywindow.check",
+    "Budget": "airflow_retrywindow.gate.budget",
+    "Deadline": "airflow_retrywindow.timing.deadline",
+    "OutcomeUnknown": "airflow_retrywindow.exceptions",
+    "TerminalFailure": "airflow_retrywindow.exceptions",
+    "Work": "airflow_retrywindow.timing.work",
+    "RetryWindowPolicy": "airflow_retrywindow.policies.retry_policy",
+    "check_dag": "airflow_retrywindow.policies.check",
     "RetryWindowGateOperator": "airflow_retrywindow.operators.gate",
     "RetryWindowSensor": "airflow_retrywindow.sensors.retry_window",
 }
@@ -45,14 +45,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from airflow_retrywindow.budget import Budget
-    from airflow_retrywindow.check import check_dag
-    from airflow_retrywindow.deadline import Deadline
-    from airflow_retrywindow.failures import OutcomeUnknown, TerminalFailure
+    from airflow_retrywindow.exceptions import OutcomeUnknown, TerminalFailure
+    from airflow_retrywindow.gate.budget import Budget
     from airflow_retrywindow.operators.gate import RetryWindowGateOperator
-    from airflow_retrywindow.retry_policy import RetryWindowPolicy
+    from airflow_retrywindow.policies.check import check_dag
+    from airflow_retrywindow.policies.retry_policy import RetryWindowPolicy
     from airflow_retrywindow.sensors.retry_window import RetryWindowSensor
-    from airflow_retrywindow.work import Work
+    from airflow_retrywindow.timing.deadline import Deadline
+    from airflow_retrywindow.timing.work import Work
 
 
 def __getattr__(name: str) -> Any:

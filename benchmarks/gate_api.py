@@ -151,7 +151,7 @@ def review_once(
     dag: Any, run: Any, targets: list[str], page_size: int
 ) -> tuple[int, float, dict[str, int]]:
     from airflow_retrywindow import Deadline, Work
-    from airflow_retrywindow.run_review import RunReview
+    from airflow_retrywindow.gate.run_review import RunReview
 
     work = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
     review = RunReview(

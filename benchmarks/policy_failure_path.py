@@ -57,7 +57,7 @@ def _gated_task() -> object:
     from airflow.providers.standard.operators.empty import EmptyOperator
 
     from airflow_retrywindow import Deadline, RetryWindowPolicy
-    from airflow_retrywindow.cluster_policy import task_policy
+    from airflow_retrywindow.policies.cluster_policy import task_policy
 
     policy = RetryWindowPolicy(
         deadline=Deadline.after_data_interval_end(hours=6),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from airflow_retrywindow.cli.streams import UnreadableInputError, emit, load, refuse
 from airflow_retrywindow.cli.table import render_table
 from airflow_retrywindow.model import Fixture, InvalidFixture, Verdict, decide
-from airflow_retrywindow.status import fixture_time, status_update
+from airflow_retrywindow.timing.status import fixture_time, status_update
 
 _HEADERS = ["task", "decision", "backoff", "earliest start", "estimated finish", "slack"]
 _RIGHT = frozenset({2, 3, 4, 5})

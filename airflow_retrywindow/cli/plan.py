@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import re
 
-from airflow_retrywindow.attempts import (
+from airflow_retrywindow.cli.streams import emit
+from airflow_retrywindow.cli.table import render_table
+from airflow_retrywindow.exceptions import InvalidBudget
+from airflow_retrywindow.model.validation import DURATION_LIMIT, MAX_MULTIPLIER
+from airflow_retrywindow.timing.attempts import (
     AIRFLOW,
     CONVENTIONS,
     MODEL,
@@ -14,12 +18,8 @@ from airflow_retrywindow.attempts import (
     WORKFLOWS,
     AttemptBudget,
     Convention,
-    InvalidBudget,
     PlannedAttempt,
 )
-from airflow_retrywindow.cli.streams import emit
-from airflow_retrywindow.cli.table import render_table
-from airflow_retrywindow.model.validation import DURATION_LIMIT, MAX_MULTIPLIER
 
 #: longest sequence the plan writes out
 MAX_LISTED_RUNS = 100

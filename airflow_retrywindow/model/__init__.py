@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from airflow_retrywindow.exceptions import InvalidFixture
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.model.evaluate import evaluate
 from airflow_retrywindow.model.states import TaskState
-from airflow_retrywindow.model.validation import InvalidFixture
 
 # typing itself is not imported at run time: it costs more than an evaluation
 TYPE_CHECKING = False

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from operator import itemgetter
 
+from airflow_retrywindow.exceptions import InvalidFixture
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.model.rules import decide_task
 from airflow_retrywindow.model.validation import (
     FIXTURE_FIELDS,
     POLICY_FIELDS,
     TASK_FIELDS,
-    InvalidFixture,
     check_clock,
     check_policy,
     check_task_object,

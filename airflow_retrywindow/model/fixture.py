@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_retrywindow.exceptions import InvalidFixture
 from airflow_retrywindow.model.observation import Observation
 from airflow_retrywindow.model.policy import Policy
 from airflow_retrywindow.model.validation import (
     FIXTURE_FIELDS,
     MAX_TASKS,
-    InvalidFixture,
     check_clock,
     check_unique,
     fields,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_retrywindow.exceptions import InvalidFixture
 from airflow_retrywindow.model.states import TaskState
 from airflow_retrywindow.model.validation import (
     TASK_FIELDS,
     TIME_LIMIT,
-    InvalidFixture,
     check_task,
     check_task_object,
     fields,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from airflow_retrywindow.exceptions import InvalidFixture
 from airflow_retrywindow.model.states import TaskState
 
 #: latest time on the fixture's clock, in seconds
@@ -44,37 +45,6 @@ _FIELD_SETS: dict[tuple[str, ...], frozenset[str]] = {
 # a message stays one short line whatever the input holds
 _SHOWN = 60
 _LISTED = 5
-
-
-class InvalidFixture(ValueError):
-    """The fixture cannot be evaluated, so nothing in it was decided.
-
-    :param field: the offending field in the fixture's spelling, e.g. ``maxDelay``.
-    :param problem: what is allowed, and what was given.
-    :param location: where the field sits, e.g. ``tasks[2] (id 'load')``.
-    """
-
-    def __init__(self, field: str, problem: str, location: str = "") -> None:
-        if not location:
-            text = f"{field} {problem}"
-        elif not field:
-            text = f"{location} {problem}"
-        else:
-            text = f"{location}: {field} {problem}"
-        super().__init__(text)
-        self.field = field
-        self.problem = problem
-        self.location = location
-
-    def __reduce__(self) -> tuple[type[InvalidFixture], tuple[str, str, str]]:
-        return (InvalidFixture, (self.field, self.problem, self.location))
-
-    def at(self, location: str) -> InvalidFixture:
-        """The same problem, reported at ``location``.
-
-        :param location: where the offending field sits.
-        """
-        return InvalidFixture(self.field, self.problem, location)
 
 
 def shown(value: object) -> str:

@@ -9,12 +9,17 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
-from airflow_retrywindow.airflow_api import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
-from airflow_retrywindow.budget import Budget
-from airflow_retrywindow.deadline import Deadline
-from airflow_retrywindow.decision_record import build
-from airflow_retrywindow.review_arguments import RetryWindowArguments, targets_argument
-from airflow_retrywindow.run_review import RetryWindowGateError, RunReview, unsafe_trigger_rule
+from airflow_retrywindow.exceptions import RetryWindowGateError
+from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.decision_record import build
+from airflow_retrywindow.gate.review_arguments import RetryWindowArguments, targets_argument
+from airflow_retrywindow.gate.run_review import RunReview, unsafe_trigger_rule
+from airflow_retrywindow.hooks.airflow_api import (
+    DEFAULT_CONN_ID,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_TIMEOUT,
+)
+from airflow_retrywindow.timing.deadline import Deadline
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -55,7 +60,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         table only, takes ``guard=[]``.
     :param observations: explicit observations overriding Airflow's view of
         targets, as a mapping or its JSON text (templated); see
-        :mod:`airflow_retrywindow.targets` for the shape.
+        :mod:`airflow_retrywindow.gate.targets` for the shape.
     :param budget: an approved resource budget for the next attempt; its
         ``estimate`` is templated.
     :param work_unit: the unit of work (business_date, input_partition,

@@ -13,23 +13,27 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.bases.sensor import PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
-from airflow_retrywindow.airflow_api import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
-from airflow_retrywindow.budget import Budget
-from airflow_retrywindow.deadline import Deadline
-from airflow_retrywindow.decision_record import build
-from airflow_retrywindow.decision_table import WAIT_BACKOFF
-from airflow_retrywindow.review_arguments import (
+from airflow_retrywindow.exceptions import RetryWindowGateError
+from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.decision_record import build
+from airflow_retrywindow.gate.decision_table import WAIT_BACKOFF
+from airflow_retrywindow.gate.review_arguments import (
     RetryWindowArguments,
     flag_argument,
     targets_argument,
 )
-from airflow_retrywindow.run_review import (
-    RetryWindowGateError,
+from airflow_retrywindow.gate.run_review import (
     Review,
     RunReview,
     unsafe_trigger_rule,
 )
-from airflow_retrywindow.work import Work
+from airflow_retrywindow.hooks.airflow_api import (
+    DEFAULT_CONN_ID,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_TIMEOUT,
+)
+from airflow_retrywindow.timing.deadline import Deadline
+from airflow_retrywindow.timing.work import Work
 
 if TYPE_CHECKING:
     from collections.abc import Callable

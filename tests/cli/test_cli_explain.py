@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from airflow_retrywindow.model import Fixture, decide
-from airflow_retrywindow.status import fixture_time, status_update
+from airflow_retrywindow.timing.status import fixture_time, status_update
 from tests.cli.cli_runner import EXAMPLES, refusal_lines, run_cli
 
 CASE = EXAMPLES / "case.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_retrywindow.attempts import CONVENTIONS, AttemptBudget, InvalidBudget
+from airflow_retrywindow.timing.attempts import CONVENTIONS, AttemptBudget, InvalidBudget
 from tests.cli.cli_runner import run_cli
 
 

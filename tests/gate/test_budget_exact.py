@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_retrywindow import budget as budget_module
-from airflow_retrywindow.budget import Budget, BudgetError
+from airflow_retrywindow.gate import budget as budget_module
+from airflow_retrywindow.gate.budget import Budget, BudgetError
 
 MAX = 10**30
 

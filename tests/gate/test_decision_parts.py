@@ -13,23 +13,16 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_retrywindow.airflow_api import (
-    AirflowApi,
-    AirflowApiError,
-    TaskInstanceRow,
-    connection_url,
-)
-from airflow_retrywindow.budget import Budget, BudgetError
-from airflow_retrywindow.capacity import PoolState, assess
-from airflow_retrywindow.decision_table import decide
-from airflow_retrywindow.retry_settings import RetrySettings
-from airflow_retrywindow.run_review import (
+from airflow_retrywindow.gate.budget import Budget, BudgetError
+from airflow_retrywindow.gate.capacity import PoolState, assess
+from airflow_retrywindow.gate.decision_table import decide
+from airflow_retrywindow.gate.run_review import (
     RetryWindowGateError,
     RunReview,
     settings_of,
     unmapped_rows,
 )
-from airflow_retrywindow.targets import (
+from airflow_retrywindow.gate.targets import (
     RUNNING_STATES,
     ObservationError,
     Target,
@@ -41,7 +34,14 @@ from airflow_retrywindow.targets import (
     observe_explicitly,
     parse_observations,
 )
-from airflow_retrywindow.work import Work
+from airflow_retrywindow.hooks.airflow_api import (
+    AirflowApi,
+    AirflowApiError,
+    TaskInstanceRow,
+    connection_url,
+)
+from airflow_retrywindow.timing.retry_settings import RetrySettings
+from airflow_retrywindow.timing.work import Work
 from tests.stack import free_port
 
 NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
@@ -564,13 +564,13 @@ def test_connection_urls() -> None:
 def test_the_pure_parts_import_no_airflow() -> None:
     modules = [
         "airflow_retrywindow",
-        "airflow_retrywindow.budget",
-        "airflow_retrywindow.capacity",
-        "airflow_retrywindow.targets",
-        "airflow_retrywindow.decision_table",
-        "airflow_retrywindow.decision_record",
-        "airflow_retrywindow.run_review",
-        "airflow_retrywindow.airflow_api",
+        "airflow_retrywindow.gate.budget",
+        "airflow_retrywindow.gate.capacity",
+        "airflow_retrywindow.gate.targets",
+        "airflow_retrywindow.gate.decision_table",
+        "airflow_retrywindow.gate.decision_record",
+        "airflow_retrywindow.gate.run_review",
+        "airflow_retrywindow.hooks.airflow_api",
     ]
     code = (
         f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"

@@ -17,14 +17,14 @@ import pendulum
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from airflow_retrywindow.airflow_api import TaskInstanceRow
-from airflow_retrywindow.capacity import PoolState
-from airflow_retrywindow.decision_table import decide
-from airflow_retrywindow.fixtures import ClockedFixture, TaskFacts
+from airflow_retrywindow.gate.capacity import PoolState
+from airflow_retrywindow.gate.decision_table import decide
+from airflow_retrywindow.gate.targets import Target, observe
+from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
 from airflow_retrywindow.model import evaluate
-from airflow_retrywindow.retry_settings import RetrySettings
-from airflow_retrywindow.targets import Target, observe
-from airflow_retrywindow.work import Work
+from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
+from airflow_retrywindow.timing.retry_settings import RetrySettings
+from airflow_retrywindow.timing.work import Work
 
 ORIGIN = pendulum.datetime(2026, 3, 2, 4, 0, tz="UTC")  # the data interval start
 STATES = ("running", "unknown", "succeeded", "retryable", "terminal")

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pendulum
 import pytest
 
-from airflow_retrywindow.clock import Clock, ClockError, seconds_down, seconds_up
+from airflow_retrywindow.timing.clock import Clock, ClockError, seconds_down, seconds_up
 
 ORIGIN = pendulum.datetime(2026, 12, 2, 10, 0, 0, tz="UTC")
 CLOCK = Clock(origin=ORIGIN)

@@ -7,7 +7,7 @@ from datetime import datetime
 import pendulum
 import pytest
 
-from airflow_retrywindow.deadline import Deadline, DeadlineError
+from airflow_retrywindow.timing.deadline import Deadline, DeadlineError
 
 
 def daily_run(day: tuple[int, int, int], tz: str = "UTC") -> dict[str, pendulum.DateTime]:

@@ -21,11 +21,11 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from airflow.sdk.log import mask_secret
 
 from airflow_retrywindow import Deadline, RetryWindowPolicy, check_dag
-from airflow_retrywindow import evidence as evidence_module
-from airflow_retrywindow.check import gated
-from airflow_retrywindow.cluster_policy import task_policy
-from airflow_retrywindow.failures import RETRYABLE, TERMINAL, UNKNOWN
-from airflow_retrywindow.retry_start import RetryStartCheck
+from airflow_retrywindow.policies import evidence as evidence_module
+from airflow_retrywindow.policies.check import gated
+from airflow_retrywindow.policies.cluster_policy import task_policy
+from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
+from airflow_retrywindow.policies.retry_start import RetryStartCheck
 
 START = pendulum.datetime(2026, 3, 1, tz="UTC")
 

@@ -27,7 +27,7 @@ def test_airflow_lists_the_provider(airflow_db: Path) -> None:
 def test_provider_info_names_modules_that_exist() -> None:
     import importlib
 
-    from airflow_retrywindow.provider_info import get_provider_info
+    from airflow_retrywindow.get_provider_info import get_provider_info
 
     info = get_provider_info()
     assert info["package-name"] == "airflow-retrywindow"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_retrywindow.retry_settings import RetrySettings, UnsupportedRetrySettings
+from airflow_retrywindow.timing.retry_settings import RetrySettings, UnsupportedRetrySettings
 
 
 def settings(**overrides: Any) -> RetrySettings:

@@ -26,7 +26,7 @@ from airflow_retrywindow import (
     RetryWindowPolicy,
     Work,
 )
-from airflow_retrywindow.retry_settings import RetrySettings
+from airflow_retrywindow.timing.retry_settings import RetrySettings
 
 DEADLINE = Deadline.after_data_interval_end(hours=6)
 QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)

@@ -19,23 +19,9 @@ import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from airflow_retrywindow.exceptions import OutcomeUnknown, TerminalFailure
+
 ExceptionSpec = type[BaseException] | str
-
-
-class OutcomeUnknown(Exception):
-    """The attempt may or may not have taken effect remotely: reconcile before retrying.
-
-    :param message: what was lost, e.g. ``"load job response lost after submission"``.
-    :param remote_job_id: the client-chosen id to look the remote job up by, if any.
-    """
-
-    def __init__(self, message: str, *, remote_job_id: str | None = None) -> None:
-        super().__init__(message)
-        self.remote_job_id = remote_job_id
-
-
-class TerminalFailure(Exception):
-    """Repeating the attempt cannot succeed until someone repairs the cause."""
 
 
 #: failure classes, as the model's task states

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from airflow_retrywindow.clock import as_timedelta, bounded_seconds, seconds_up
+from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_up
 
 #: the model's bounds, in seconds
 MAX_DURATION = 1_000_000

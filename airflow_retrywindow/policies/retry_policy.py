@@ -6,7 +6,7 @@ task's own retry settings, runs the decision model on it, and hands Airflow the
 answer: retry after exactly the model's backoff, or fail with the reason.
 
 Airflow also retries without calling the policy (a killed task process, a
-heartbeat timeout). The retry-start check (:mod:`airflow_retrywindow.retry_start`)
+heartbeat timeout). The retry-start check (:mod:`airflow_retrywindow.policies.retry_start`)
 closes that path: a try that starts without our recorded decision is refused
 before the task's body runs, through :meth:`RetryWindowPolicy.refuse_unrecorded_retry`.
 """
@@ -23,16 +23,16 @@ from typing import Any
 import pendulum
 from airflow.sdk import RetryDecision, RetryPolicy
 
-from airflow_retrywindow import evidence
-from airflow_retrywindow.clock import as_timedelta, bounded_seconds, seconds_down
-from airflow_retrywindow.deadline import Deadline
-from airflow_retrywindow.failures import UNKNOWN, Classifier, ExceptionSpec
-from airflow_retrywindow.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.model import evaluate
-from airflow_retrywindow.reasons import MAX_REASON, reason
+from airflow_retrywindow.policies import evidence
+from airflow_retrywindow.policies.failures import UNKNOWN, Classifier, ExceptionSpec
 from airflow_retrywindow.redaction import describe_exception
-from airflow_retrywindow.retry_settings import RetrySettings, airflow_delay_cap
-from airflow_retrywindow.work import Work
+from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
+from airflow_retrywindow.timing.deadline import Deadline
+from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
+from airflow_retrywindow.timing.reasons import MAX_REASON, reason
+from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
+from airflow_retrywindow.timing.work import Work
 
 log = logging.getLogger(__name__)
 

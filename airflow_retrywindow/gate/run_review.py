@@ -4,7 +4,7 @@ This is the part the gate operator and the sensor share. It resolves each
 target in the gate's own DAG (its retry settings and whether a
 ``RetryWindowPolicy`` classifies its failures), reads the run through the REST
 API, lets explicit observations override what Airflow says, and hands
-everything to the :mod:`~airflow_retrywindow.decision_table`.
+everything to the :mod:`~airflow_retrywindow.gate.decision_table`.
 
 Any problem - a target outside the DAG, settings the model cannot express, an
 unreachable API, a missing connection, a fixture the model refuses - raises
@@ -19,15 +19,10 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow import evidence
-from airflow_retrywindow.airflow_api import AirflowApi, TaskInstanceRow, XComKey
-from airflow_retrywindow.budget import Budget
-from airflow_retrywindow.check import gated
-from airflow_retrywindow.deadline import Deadline
-from airflow_retrywindow.decision_table import DecisionTable, decide
-from airflow_retrywindow.redaction import describe_exception
-from airflow_retrywindow.retry_settings import RetrySettings, airflow_delay_cap
-from airflow_retrywindow.targets import (
+from airflow_retrywindow.exceptions import RetryWindowGateError
+from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.decision_table import DecisionTable, decide
+from airflow_retrywindow.gate.targets import (
     FAILED_STATES,
     Observed,
     Target,
@@ -38,17 +33,19 @@ from airflow_retrywindow.targets import (
     parse_observations,
     target_of,
 )
-from airflow_retrywindow.work import Work
+from airflow_retrywindow.hooks.airflow_api import AirflowApi, TaskInstanceRow, XComKey
+from airflow_retrywindow.policies import evidence
+from airflow_retrywindow.policies.check import gated
+from airflow_retrywindow.redaction import describe_exception
+from airflow_retrywindow.timing.deadline import Deadline
+from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
+from airflow_retrywindow.timing.work import Work
 
 #: the trigger rule under which a guarded task runs only after its gate succeeded: any
 #: other lets it run after the gate failed or was skipped, without a decision
 SAFE_TRIGGER_RULES = frozenset({"all_success"})
 #: the XCom keys a RetryWindowPolicy leaves (evidence and failure class)
 POLICY_XCOM_PREFIX = "retry_window."
-
-
-class RetryWindowGateError(RuntimeError):
-    """The gate could not decide, so it refuses: the guarded work must not run."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 It refuses, when a DAG is parsed, any task whose ``RetryWindowPolicy`` cannot
 express the task's retry settings, and puts the retry-start check
-(:mod:`airflow_retrywindow.retry_start`) in front of every task that has one.
+(:mod:`airflow_retrywindow.policies.retry_start`) in front of every task that has one.
 Airflow applies cluster policies on the DAG processor and again when the worker
 parses the DAG to run a task, so the check is there in every try. Tasks without
 that policy are untouched.
@@ -22,12 +22,12 @@ def task_policy(task: Any) -> None:
 
     :raises AirflowClusterPolicyViolation: naming the setting the gate cannot express.
     """
-    from airflow_retrywindow.check import gated, task_problem
+    from airflow_retrywindow.policies.check import gated, task_problem
 
     problem = task_problem(task)
     if problem:
         raise AirflowClusterPolicyViolation(f"retry window gate: {problem}")
     if gated(task):
-        from airflow_retrywindow import retry_start
+        from airflow_retrywindow.policies import retry_start
 
         retry_start.install(task)

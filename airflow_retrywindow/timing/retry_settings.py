@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from airflow_retrywindow.clock import as_timedelta, seconds_down, seconds_up
+from airflow_retrywindow.exceptions import UnsupportedRetrySettings
+from airflow_retrywindow.timing.clock import as_timedelta, seconds_down, seconds_up
 
 #: the model's bounds
 MAX_RETRIES = 9  # maxAttempts 1..10
@@ -23,10 +24,6 @@ MAX_MULTIPLIER = 5
 AIRFLOW_DELAY_CAP = 24 * 60 * 60
 #: what ``retry_exponential_backoff=True`` means in Airflow 3.3 (its serializer reads 2.0)
 TRUE_MULTIPLIER = 2
-
-
-class UnsupportedRetrySettings(ValueError):
-    """The task's retry settings cannot be expressed in the model."""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from urllib.parse import urlsplit
 
 import pendulum
 
-from airflow_retrywindow.capacity import PoolState
+from airflow_retrywindow.exceptions import AirflowApiError
+from airflow_retrywindow.gate.capacity import PoolState
 from airflow_retrywindow.redaction import describe_exception, safe_text, without_userinfo
 
 if TYPE_CHECKING:
@@ -48,10 +49,6 @@ DEFAULT_PAGE_SIZE = 100
 DEFAULT_TIMEOUT = 30.0
 
 T = TypeVar("T")
-
-
-class AirflowApiError(RuntimeError):
-    """The REST API could not be read; the message says which request and why."""
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_retrywindow.exceptions import InvalidBudget
 from airflow_retrywindow.model.rules import backoff_delay
 from airflow_retrywindow.model.validation import MAX_ATTEMPTS
-
-
-class InvalidBudget(ValueError):
-    """A retry budget or delay that cannot be used, with the setting and value named."""
 
 
 @dataclass(frozen=True)

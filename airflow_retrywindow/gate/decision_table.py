@@ -20,14 +20,14 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.budget import Budget, BudgetVerdict
-from airflow_retrywindow.capacity import CapacityVerdict, PoolState, assess
-from airflow_retrywindow.clock import Clock
-from airflow_retrywindow.fixtures import ClockedFixture, model_task_id
+from airflow_retrywindow.gate.budget import Budget, BudgetVerdict
+from airflow_retrywindow.gate.capacity import CapacityVerdict, PoolState, assess
+from airflow_retrywindow.gate.targets import NOT_ATTEMPTED, Observed, group_by_policy
 from airflow_retrywindow.model import Decision, evaluate
-from airflow_retrywindow.reasons import MAX_REASON, moment, reason
-from airflow_retrywindow.status import status_update
-from airflow_retrywindow.targets import NOT_ATTEMPTED, Observed, group_by_policy
+from airflow_retrywindow.timing.clock import Clock
+from airflow_retrywindow.timing.fixtures import ClockedFixture, model_task_id
+from airflow_retrywindow.timing.reasons import MAX_REASON, moment, reason
+from airflow_retrywindow.timing.status import status_update
 
 #: decisions that let a guarded task run
 ALLOWING = frozenset({Decision.RETRY_ELIGIBLE.value, NOT_ATTEMPTED})

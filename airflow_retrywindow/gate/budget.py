@@ -26,6 +26,8 @@ from decimal import Context, Decimal, InvalidOperation, localcontext
 from fractions import Fraction
 from typing import Any
 
+from airflow_retrywindow.exceptions import BudgetError
+
 #: the verdicts, as they appear in the decision record
 WITHIN_BUDGET = "within-budget"
 BUDGET_EXCEEDED = "budget-exceeded"
@@ -49,10 +51,6 @@ _BRIEF = reprlib.Repr()
 _BRIEF.maxstring = 40
 _BRIEF.maxother = 40
 _BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = 4
-
-
-class BudgetError(ValueError):
-    """A budget argument, or a rendered estimate, that cannot be used."""
 
 
 @dataclass(frozen=True)

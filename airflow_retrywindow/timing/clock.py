@@ -8,7 +8,7 @@ rounding can never turn a refusal into a permission:
 * durations round **up**; the allowed observation age rounds **down**.
 
 Where two roundings meet (an end and its observation in one second, a backoff
-ending in the second now rounds up into), :mod:`~airflow_retrywindow.fixtures`
+ending in the second now rounds up into), :mod:`~airflow_retrywindow.timing.fixtures`
 settles it so that the model's decision is never looser than the exact one.
 
 The origin is a whole second and goes into the evidence, so a fixture can be
@@ -23,13 +23,11 @@ from datetime import datetime, timedelta
 
 import pendulum
 
+from airflow_retrywindow.exceptions import ClockError
+
 #: The model accepts instants from 0 to this many seconds after the origin.
 MAX_INSTANT = 1_000_000_000
 _MICROS = 1_000_000
-
-
-class ClockError(ValueError):
-    """A time cannot be placed on the model's clock."""
 
 
 def require_aware(value: object, name: str) -> pendulum.DateTime:

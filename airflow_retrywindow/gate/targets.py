@@ -52,12 +52,13 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.airflow_api import TaskInstanceRow
-from airflow_retrywindow.clock import ClockError, require_aware
-from airflow_retrywindow.failures import RETRYABLE, TERMINAL, UNKNOWN
-from airflow_retrywindow.fixtures import TaskFacts
-from airflow_retrywindow.retry_settings import MAX_RETRIES, RetrySettings
-from airflow_retrywindow.work import Work
+from airflow_retrywindow.exceptions import ClockError, ObservationError, TargetError
+from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
+from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
+from airflow_retrywindow.timing.clock import require_aware
+from airflow_retrywindow.timing.fixtures import TaskFacts
+from airflow_retrywindow.timing.retry_settings import MAX_RETRIES, RetrySettings
+from airflow_retrywindow.timing.work import Work
 
 NOT_ATTEMPTED = "not-attempted"
 #: the model's limit on tasks per fixture
@@ -85,14 +86,6 @@ MODEL_STATES = ("running", "unknown", "succeeded", "retryable", "terminal")
 CLOCK_TOLERANCE = timedelta(seconds=5)
 
 _OBSERVATION_FIELDS = frozenset({"state", "observed_at", "finished_at", "attempts", "source"})
-
-
-class TargetError(ValueError):
-    """A target, or what is known about it, cannot be turned into model facts."""
-
-
-class ObservationError(TargetError):
-    """Explicit observations that cannot be used; the message says which and why."""
 
 
 @dataclass(frozen=True)
@@ -493,7 +486,7 @@ def target_of(task_id: str, work: Work, task: Any, settings: RetrySettings) -> T
     :param task: the Airflow operator.
     :param settings: its retry settings as the model sees them.
     """
-    from airflow_retrywindow.check import gated
+    from airflow_retrywindow.policies.check import gated
 
     return Target(
         task_id=task_id,

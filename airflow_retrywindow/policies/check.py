@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_retrywindow.retry_settings import UnsupportedRetrySettings
+from airflow_retrywindow.exceptions import UnsupportedRetrySettings
 
 
 def gated(task: Any) -> bool:
@@ -24,7 +24,7 @@ def gated(task: Any) -> bool:
     policy = getattr(task, "retry_policy", None)
     if policy is None:
         return False  # most tasks: no need to load the policy class
-    from airflow_retrywindow.retry_policy import RetryWindowPolicy
+    from airflow_retrywindow.policies.retry_policy import RetryWindowPolicy
 
     return isinstance(policy, RetryWindowPolicy)
 

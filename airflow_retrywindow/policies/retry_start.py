@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_retrywindow import evidence
+from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.redaction import describe_exception
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ rule, template the same fields and render a budget's estimate the same way.
 :class:`RetryWindowArguments` holds that part; each checker raises ``ValueError``
 with the message a DAG author sees when the operator is built.
 
-Like :mod:`~airflow_retrywindow.run_review`, importing this imports no Airflow.
+Like :mod:`~airflow_retrywindow.gate.run_review`, importing this imports no Airflow.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_retrywindow.budget import Budget
-from airflow_retrywindow.clock import as_timedelta, bounded_seconds, seconds_down
-from airflow_retrywindow.decision_record import work_unit_argument
-from airflow_retrywindow.run_review import RunReview
-from airflow_retrywindow.work import Work
+from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.decision_record import work_unit_argument
+from airflow_retrywindow.gate.run_review import RunReview
+from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
+from airflow_retrywindow.timing.work import Work
 
 if TYPE_CHECKING:
     import jinja2
     from airflow.sdk import BaseOperator, Context
 
-    from airflow_retrywindow.deadline import Deadline
+    from airflow_retrywindow.timing.deadline import Deadline
 
     # the mixin is only ever combined with an operator: type it as one
     _Operator = BaseOperator

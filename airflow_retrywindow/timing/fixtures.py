@@ -1,7 +1,7 @@
 """Building the model's fixture from real, timezone-aware facts.
 
 Everything Airflow knows is turned into the model's integer seconds on one
-:class:`~airflow_retrywindow.clock.Clock`, with the conservative rounding the
+:class:`~airflow_retrywindow.timing.clock.Clock`, with the conservative rounding the
 clock documents, so the fixture can be replayed offline exactly. Three rules
 keep rounding from ever loosening the decision the exact real times would give:
 
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_retrywindow.clock import Clock, require_aware
 from airflow_retrywindow.model import TaskState
-from airflow_retrywindow.retry_settings import RetrySettings
-from airflow_retrywindow.work import Work
+from airflow_retrywindow.timing.clock import Clock, require_aware
+from airflow_retrywindow.timing.retry_settings import RetrySettings
+from airflow_retrywindow.timing.work import Work
 
 _MODEL_ID = re.compile(r"[A-Za-z0-9_-]{1,48}")
 

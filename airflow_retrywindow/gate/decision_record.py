@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_retrywindow.decision_table import DecisionTable
+from airflow_retrywindow.gate.decision_table import DecisionTable
+from airflow_retrywindow.gate.run_review import Review
 from airflow_retrywindow.redaction import without_userinfo
-from airflow_retrywindow.run_review import Review
 
 #: keys recommended for ``work_unit``; others are kept as given
 WORK_UNIT_FIELDS = (

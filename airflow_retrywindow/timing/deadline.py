@@ -22,13 +22,10 @@ from typing import Any
 import pendulum
 from pendulum.tz.exceptions import InvalidTimezone
 
-from airflow_retrywindow.clock import ClockError, require_aware
+from airflow_retrywindow.exceptions import ClockError, DeadlineError
+from airflow_retrywindow.timing.clock import require_aware
 
 _WALL_CLOCK = re.compile(r"(?P<hour>[01]\d|2[0-3]):(?P<minute>[0-5]\d)")
-
-
-class DeadlineError(ValueError):
-    """The deadline cannot be resolved for this run."""
 
 
 class Deadline(abc.ABC):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.clock import Clock
+from airflow_retrywindow.timing.clock import Clock
 
 MAX_REASON = 499
 
