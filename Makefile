@@ -24,13 +24,13 @@ lint: install
 	$(BIN)/mypy
 
 demo: install
-	@$(BIN)/python scripts/demo.py
+	@$(BIN)/python -m devstack.demo
 
 up: install
-	@$(BIN)/python scripts/up.py
+	@$(BIN)/python -m devstack.up
 
 test-distributed: install
-	@$(BIN)/python scripts/distributed.py
+	@$(BIN)/python -m devstack.distributed
 
 bench: install
 	@for script in benchmarks/*.py; do echo "==> $$script"; $(BIN)/python $$script || exit 1; done

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_retrywindow import __version__
+from airflow_retrywindow.hooks.connection_type import connection_type_info
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -34,4 +35,11 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_retrywindow.sensors.retry_window"],
             }
         ],
+        "hooks": [
+            {
+                "integration-name": "Retry Window",
+                "python-modules": ["airflow_retrywindow.hooks.airflow_api"],
+            }
+        ],
+        "connection-types": [connection_type_info()],
     }

@@ -5,10 +5,10 @@ Run from the work tree: ``python benchmarks/gate_api.py [--targets 200] [--round
 It builds a throwaway Airflow (SQLite metadata DB, ``airflow api-server`` on a
 free loopback port, a viewer user), runs a DAG whose 200 targets really
 succeed, fail, or lose their outcome under a ``RetryWindowPolicy``
-(``airflow dags test``), then reviews that run the way the gate does, for
+(``airflow dags test``), then decides that run the way the gate does, for
 growing numbers of targets and two page sizes. For each it prints the requests
 the gate made (counted by the client and, independently, in the API server's
-access log) and the wall time of one whole review, API reads included.
+access log) and the wall time of one whole decision, API reads included.
 
 Target (PASS/FAIL; the exit status is 1 if it fails): the requests follow the
 pages, ``1 token + ceil(task instances / page) + ceil(XCom keys / page) +
@@ -147,14 +147,14 @@ def access_log_requests(home: Path) -> int:
     )
 
 
-def review_once(
+def decide_once(
     dag: Any, run: Any, targets: list[str], page_size: int
 ) -> tuple[int, float, dict[str, int]]:
     from airflow_retrywindow import Deadline, Work
-    from airflow_retrywindow.gate.run_review import RunReview
+    from airflow_retrywindow.gate.run import GateSettings, decide_run
 
     work = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
-    review = RunReview(
+    settings = GateSettings(
         targets={task_id: work for task_id in targets},
         deadline=Deadline.after_data_interval_end(hours=6),
         max_observation_age=60,
@@ -169,7 +169,7 @@ def review_once(
         "data_interval_end": run.data_interval_end,
     }
     began = time.perf_counter()
-    result = review.review(context)
+    result = decide_run(settings, context)
     elapsed = time.perf_counter() - began
     counts: dict[str, int] = {}
     for row in result.table.decisions:
@@ -264,7 +264,7 @@ def measure(home: Path, total: int, rounds: int) -> int:
             counts: dict[str, int] = {}
             for _ in range(rounds):
                 before = access_log_requests(home)
-                made, elapsed, counts = review_once(dag, run, targets, page_size)
+                made, elapsed, counts = decide_once(dag, run, targets, page_size)
                 time.sleep(0.2)  # let the access log flush
                 seen.append(access_log_requests(home) - before)
                 requests.append(made)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from airflow_retrywindow.model.bounds import MAX_TASKS
+
 PROG = "airflow-retrywindow"
 
 _DESCRIPTION = """\
@@ -26,7 +28,7 @@ Invalid input exits with status 2, and standard error has two lines:
 
 _FIXTURE_HELP = "the fixture, a JSON file; '-' or nothing reads standard input"
 
-_EVALUATE = """\
+_EVALUATE = f"""\
 Print the model's decisions for a fixture as one line of JSON: each task's
 decision, backoff, earliest start and estimated finish (sorted by task id),
 whether the deadline has passed, and the four claims the model never makes
@@ -34,9 +36,9 @@ whether the deadline has passed, and the four claims the model never makes
 always false).
 
 A fixture holds asOf, deadline and maxObservationAge (whole seconds on one
-clock), a policy {maxAttempts, initialDelay, maxDelay, multiplier} and 1 to 20
-tasks {id, state, safeRepeat, attempts, observedAt, lastFinishedAt, duration,
-validation}. Anything invalid rejects the whole fixture."""
+clock), a policy {{maxAttempts, initialDelay, maxDelay, multiplier}} and 1 to {MAX_TASKS}
+tasks {{id, state, safeRepeat, attempts, observedAt, lastFinishedAt, duration,
+validation}}. Anything invalid rejects the whole fixture."""
 
 _EXPLAIN = """\
 Show the same decisions for people: a table with each task's decision, backoff,

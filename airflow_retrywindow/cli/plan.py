@@ -8,7 +8,7 @@ import re
 from airflow_retrywindow.cli.streams import emit
 from airflow_retrywindow.cli.table import render_table
 from airflow_retrywindow.exceptions import InvalidBudget
-from airflow_retrywindow.model.validation import DURATION_LIMIT, MAX_MULTIPLIER
+from airflow_retrywindow.model.bounds import DURATION_LIMIT, MAX_MULTIPLIER
 from airflow_retrywindow.timing.attempts import (
     AIRFLOW,
     CONVENTIONS,
@@ -92,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=whole_number,
         default=2,
         metavar="N",
-        help="growth of each wait over the one before, 1 to 5 (default 2)",
+        help=f"growth of each wait over the one before, 1 to {MAX_MULTIPLIER} (default 2)",
     )
     delays.add_argument(
         "--duration",

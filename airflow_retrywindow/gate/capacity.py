@@ -20,7 +20,7 @@ the pool has ``include_deferred``, exactly as Airflow counts them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 FITS_NOW = "fits-now"
 WAIT_CAPACITY = "wait-capacity"
@@ -28,6 +28,23 @@ CAPACITY_INFEASIBLE = "capacity-infeasible"
 
 #: Airflow's marker for a pool without a limit
 UNLIMITED = -1
+
+
+class PoolNumbers(Protocol):
+    """Anything with a pool's numbers under :class:`PoolState`'s field names."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def occupied(self) -> int: ...
+    @property
+    def deferred(self) -> int: ...
+    @property
+    def open(self) -> int: ...
+    @property
+    def include_deferred(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,21 @@ class PoolState:
     deferred: int
     open: int
     include_deferred: bool
+
+    @classmethod
+    def of(cls, row: PoolNumbers) -> PoolState:
+        """The pool state of a row with the same fields, e.g. the API reader's ``PoolRow``.
+
+        :param row: the pool as reported.
+        """
+        return cls(
+            name=row.name,
+            slots=row.slots,
+            occupied=row.occupied,
+            deferred=row.deferred,
+            open=row.open,
+            include_deferred=row.include_deferred,
+        )
 
     def open_slots(self) -> int | None:
         """Slots free now, ``None`` when the pool is unlimited.

@@ -1,15 +1,27 @@
 """Reading a DAG run's task instances, XCom keys and pools through Airflow's REST API.
 
 In Airflow 3 a task cannot query the metadata database; the public REST API
-(``/api/v2``) is the supported way to see other task instances. This module
-reads it with the official ``apache-airflow-client`` and an Airflow connection
-(default id ``airflow_api_default``):
+(``/api/v2``) is the supported way to see other task instances. Two parts:
+
+* :class:`AirflowApi`, the reader: URLs, tokens, pages and TLS, with the official
+  ``apache-airflow-client``; it returns plain rows (:class:`TaskInstanceRow`,
+  :class:`XComKey`, :class:`PoolRow`) and knows nothing of the gate;
+* :class:`AirflowApiHook`, the Airflow hook that builds a reader from an Airflow
+  connection (default id ``airflow_api_default``) and tests it. It imports Airflow,
+  so it loads on first access: importing this module imports neither Airflow nor
+  the client.
+
+The connection (type ``retrywindow_airflow_api``; ``http`` connections are read
+the same way):
 
 * ``host`` - the API server's base URL, e.g. ``http://airflow-apiserver:8080``
   (a bare host name gets ``schema`` or ``http`` and ``port``); credentials in it
   (``user:password@``) are dropped, never sent nor shown: use login and password;
-* ``login`` and ``password`` - exchanged for a JWT at ``POST /auth/token``;
-* or ``extra`` ``{"access_token": "..."}`` - a JWT used as given;
+* ``login`` and ``password`` - exchanged for a JWT at ``POST /auth/token``; when a
+  read is answered 401 (the token expired), one fresh token is fetched and the
+  read repeated once;
+* or ``extra`` ``{"access_token": "..."}`` - a JWT used as given (never renewed
+  unless login and password are given too);
 * optional ``extra`` ``{"verify_ssl": false}`` or ``{"ssl_ca_cert": "/path/ca.pem"}``.
 
 Requests grow with pages, not with targets: the task instances of all targets
@@ -25,6 +37,7 @@ so a gate can refuse to decide (fail closed) and say why.
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -36,11 +49,26 @@ from urllib.parse import urlsplit
 import pendulum
 
 from airflow_retrywindow.exceptions import AirflowApiError
-from airflow_retrywindow.gate.capacity import PoolState
-from airflow_retrywindow.redaction import describe_exception, safe_text, without_userinfo
+from airflow_retrywindow.redaction import safe_text, without_userinfo
 
 if TYPE_CHECKING:
     from airflow_client.client import ApiClient
+    from airflow_client.client.exceptions import ApiException
+
+    from airflow_retrywindow.hooks.airflow_api_hook import AirflowApiHook
+
+__all__ = [
+    "DEFAULT_CONN_ID",
+    "DEFAULT_PAGE_SIZE",
+    "DEFAULT_TIMEOUT",
+    "AirflowApi",
+    "AirflowApiError",
+    "AirflowApiHook",
+    "PoolRow",
+    "TaskInstanceRow",
+    "XComKey",
+    "connection_url",
+]
 
 DEFAULT_CONN_ID = "airflow_api_default"
 #: rows per page asked for; the server may cap it (``[api] maximum_page_limit``)
@@ -95,8 +123,36 @@ class XComKey:
     timestamp: pendulum.DateTime
 
 
+@dataclass(frozen=True)
+class PoolRow:
+    """A pool as the API reported it (``PoolState.of`` turns it into the gate's view).
+
+    :param name: the pool's name.
+    :param slots: its size, ``-1`` for unlimited.
+    :param occupied: slots held by running and queued tasks (and deferred ones
+        when ``include_deferred``).
+    :param deferred: slots held by deferred tasks.
+    :param open: slots free now, as Airflow computes them (``-1`` when unlimited).
+    :param include_deferred: whether deferred tasks hold their slots.
+    """
+
+    name: str
+    slots: int
+    occupied: int
+    deferred: int
+    open: int
+    include_deferred: bool
+
+
 class AirflowApi:
     """A reader of Airflow's REST API that counts its requests.
+
+    Tokens: with ``login`` (and ``password``) the reader gets a JWT at
+    ``POST /auth/token`` before its first read; ``access_token`` is used as given
+    instead. When a read is answered 401 Unauthorized (the token expired, or the
+    API server's signing key changed) and ``login`` is given, the reader fetches one
+    fresh token and repeats that read once; a second 401 raises
+    :class:`AirflowApiError`. Without ``login`` a 401 raises at once.
 
     :param base_url: the API server's base URL, without ``/api/v2``; credentials in
         it (``user:password@``) are dropped, so no message or record shows them.
@@ -129,12 +185,7 @@ class AirflowApi:
             raise AirflowApiError(
                 f"the API base URL must look like http://host:port, got {safe_text(repr(base_url))}"
             )
-        if isinstance(page_size, bool) or not isinstance(page_size, int):
-            raise ValueError(f"page_size must be a whole number, got {page_size!r}")
-        if not 1 <= page_size <= 1000:
-            raise ValueError(f"page_size must be from 1 to 1000, got {page_size}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        check_reading_settings(page_size, timeout)
         # the client never sends URL credentials; kept, they would reach every message
         self.base_url = without_userinfo(base_url).rstrip("/")
         self.login = login
@@ -147,42 +198,6 @@ class AirflowApi:
         #: requests made so far, the token request included
         self.requests = 0
         self._api_client: ApiClient | None = None
-
-    @classmethod
-    def from_connection(
-        cls,
-        conn_id: str = DEFAULT_CONN_ID,
-        *,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> AirflowApi:
-        """A reader configured from the Airflow connection ``conn_id``.
-
-        :param conn_id: the connection holding the API's URL and credentials.
-        :param page_size: rows asked for per page.
-        :param timeout: seconds to wait for each request.
-        """
-        from airflow.sdk import BaseHook
-
-        try:
-            conn = BaseHook.get_connection(conn_id)
-        except Exception as error:
-            raise AirflowApiError(
-                f"the Airflow connection {conn_id!r} for the REST API could not be read "
-                f"({describe_exception(error)}); create it with host (the API server's "
-                "URL, e.g. http://localhost:8080), login and password"
-            ) from error
-        extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else {}
-        return cls(
-            connection_url(conn.host, conn.schema, conn.port, conn_id),
-            login=conn.login or None,
-            password=conn.password or None,
-            access_token=extra.get("access_token") or None,
-            verify_ssl=_flag(extra.get("verify_ssl", True), "verify_ssl", conn_id),
-            ssl_ca_cert=extra.get("ssl_ca_cert") or None,
-            page_size=page_size,
-            timeout=timeout,
-        )
 
     # -- the reads ---------------------------------------------------------------
 
@@ -287,7 +302,7 @@ class AirflowApi:
                 return value
         return value
 
-    def pools(self, names: Collection[str]) -> dict[str, PoolState]:
+    def pools(self, names: Collection[str]) -> dict[str, PoolRow]:
         """The pools named ``names`` that exist, in one paged request."""
         from airflow_client.client import PoolApi
 
@@ -305,10 +320,10 @@ class AirflowApi:
             return list(answer.pools), int(answer.total_entries or 0)
 
         wanted = set(names)
-        found: dict[str, PoolState] = {}
+        found: dict[str, PoolRow] = {}
         for item, _ in self._pages(page, "pools"):
             if item.name in wanted:
-                found[item.name] = PoolState(
+                found[item.name] = PoolRow(
                     name=item.name,
                     slots=item.slots,
                     occupied=item.occupied_slots,
@@ -317,6 +332,27 @@ class AirflowApi:
                     include_deferred=item.include_deferred,
                 )
         return found
+
+    def version(self) -> str:
+        """The Airflow version the API server reports (``GET /api/v2/version``, one request)."""
+        from airflow_client.client import VersionApi
+
+        api = VersionApi(self._client())
+        answer = self._call("its version", lambda: api.get_version(_request_timeout=self.timeout))
+        return str(answer.version)
+
+    def pool_count(self) -> int:
+        """How many pools exist, from one authenticated read (``GET /api/v2/pools?limit=1``).
+
+        It proves the credentials are accepted for the reads the gate makes.
+        """
+        from airflow_client.client import PoolApi
+
+        api = PoolApi(self._client())
+        answer = self._call(
+            "pools", lambda: api.get_pools(limit=1, offset=0, _request_timeout=self.timeout)
+        )
+        return int(answer.total_entries or 0)
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -339,27 +375,51 @@ class AirflowApi:
                 return
 
     def _call(self, where: str, request: Callable[[], T]) -> T:
+        """One read, counted; on a 401 with ``login`` given, one fresh token and one retry."""
         from airflow_client.client.exceptions import ApiException, OpenApiException
 
-        self._client()  # the token request, if any, is made and counted first
-        self.requests += 1
-        try:
-            return request()
-        except ApiException as error:
-            raise AirflowApiError(
-                f"the Airflow REST API at {self.base_url} refused to read {where}: "
-                f"HTTP {error.status} {error.reason} {_short(error.body)}"
-            ) from error
-        except OpenApiException as error:
-            raise AirflowApiError(
-                f"the Airflow REST API at {self.base_url} gave an unreadable answer for "
-                f"{where}: {_short(str(error))}"
-            ) from error
-        except Exception as error:
-            raise AirflowApiError(
-                f"the Airflow REST API at {self.base_url} could not be reached to read {where} "
-                f"({type(error).__name__}: {_short(str(error))})"
-            ) from error
+        client = self._client()  # the token request, if any, is made and counted first
+        renewed = False
+        while True:
+            self.requests += 1
+            try:
+                return request()
+            except ApiException as error:
+                if error.status == 401 and self.login and not renewed:
+                    # the token expired, or the server's signing key changed: renew it once
+                    client.configuration.access_token = self._token(client)
+                    renewed = True
+                    continue
+                raise AirflowApiError(self._refusal(where, error, renewed)) from error
+            except OpenApiException as error:
+                raise AirflowApiError(
+                    f"the Airflow REST API at {self.base_url} gave an unreadable answer for "
+                    f"{where}: {_short(str(error))}"
+                ) from error
+            except Exception as error:
+                raise AirflowApiError(
+                    f"the Airflow REST API at {self.base_url} could not be reached to read "
+                    f"{where} ({type(error).__name__}: {_short(str(error))}){_tls_hint(error)}"
+                ) from error
+
+    def _refusal(self, where: str, error: ApiException, renewed: bool) -> str:
+        text = (
+            f"the Airflow REST API at {self.base_url} refused to read {where}: "
+            f"HTTP {error.status} {error.reason} {_short(error.body)}"
+        ).rstrip()
+        if error.status != 401:
+            return text
+        if renewed:
+            return (
+                f"{text}; a fresh token for user {self.login!r} was refused as well: check "
+                "that every API server signs tokens with the same key ([api_auth] jwt_secret)"
+            )
+        if self.access_token:
+            return (
+                f"{text}; the connection's access_token was refused (expired?): renew it, or "
+                "give the connection login and password so that fresh tokens are fetched"
+            )
+        return f"{text}; the API needs credentials: give the connection login and password"
 
     def _client(self) -> ApiClient:
         if self._api_client is None:
@@ -392,7 +452,7 @@ class AirflowApi:
         except Exception as error:
             raise AirflowApiError(
                 f"the Airflow REST API at {self.base_url} could not be reached to get a token "
-                f"({type(error).__name__}: {_short(str(error))})"
+                f"({type(error).__name__}: {_short(str(error))}){_tls_hint(error)}"
             ) from error
         text = (answer.data or b"").decode("utf-8", "replace")
         if answer.status not in (200, 201):
@@ -409,6 +469,21 @@ class AirflowApi:
         if not isinstance(token, str) or not token:
             raise AirflowApiError(f"POST {url} answered with an empty access_token")
         return token
+
+
+def check_reading_settings(page_size: object, timeout: object) -> None:
+    """Refuse a page size or timeout the reader cannot use.
+
+    :param page_size: rows asked for per page, 1 to 1000.
+    :param timeout: seconds to wait for each request, more than 0.
+    :raises ValueError: naming the setting and the value.
+    """
+    if isinstance(page_size, bool) or not isinstance(page_size, int):
+        raise ValueError(f"page_size must be a whole number, got {page_size!r}")
+    if not 1 <= page_size <= 1000:
+        raise ValueError(f"page_size must be from 1 to 1000, got {page_size}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
 
 
 def connection_url(host: str | None, schema: str | None, port: int | None, conn_id: str) -> str:
@@ -461,14 +536,44 @@ def _now() -> pendulum.DateTime:
     return pendulum.from_timestamp(time.time(), tz="UTC")
 
 
-def _flag(value: object, name: str, conn_id: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise AirflowApiError(f"connection {conn_id!r}: extra {name} must be true or false")
-
-
 def _short(text: str | None, limit: int = 300) -> str:
     # an answer or a client error may echo credentials: masked before any message holds it
     return safe_text((text or "").strip().replace("\n", " "), limit=limit)
+
+
+def _tls_hint(error: BaseException) -> str:
+    """What to do when TLS stopped a request, or nothing."""
+    verify_failed = handshake_failed = False
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            verify_failed = True
+        elif isinstance(current, ssl.SSLError) or type(current).__name__ == "SSLError":
+            handshake_failed = True
+        # urllib3 wraps the cause: MaxRetryError(reason=SSLError(SSLCertVerificationError))
+        linked = (current.__cause__, current.__context__, getattr(current, "reason", None))
+        pending.extend(item for item in (*linked, *current.args) if isinstance(item, BaseException))
+    if verify_failed:
+        return (
+            "; the server's TLS certificate could not be verified: set the connection's extra "
+            "ssl_ca_cert to the CA certificates that signed it (verify_ssl false turns the "
+            "check off; only on a trusted network)"
+        )
+    if handshake_failed:
+        return "; the TLS handshake failed: check that the server speaks https at that URL"
+    return ""
+
+
+def __getattr__(name: str) -> Any:
+    # the hook imports Airflow: loaded on first access, so the reader and its rows stay light
+    if name == "AirflowApiHook":
+        from airflow_retrywindow.hooks.airflow_api_hook import AirflowApiHook
+
+        globals()[name] = AirflowApiHook
+        return AirflowApiHook
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

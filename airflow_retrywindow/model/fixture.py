@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_retrywindow.exceptions import InvalidFixture
+from airflow_retrywindow.model.bounds import MAX_TASKS
 from airflow_retrywindow.model.observation import Observation
 from airflow_retrywindow.model.policy import Policy
 from airflow_retrywindow.model.validation import (
     FIXTURE_FIELDS,
-    MAX_TASKS,
     check_clock,
     check_unique,
     fields,

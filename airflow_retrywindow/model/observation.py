@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_retrywindow.exceptions import InvalidFixture
+from airflow_retrywindow.model.bounds import TIME_LIMIT
 from airflow_retrywindow.model.states import TaskState
 from airflow_retrywindow.model.validation import (
     TASK_FIELDS,
-    TIME_LIMIT,
     check_task,
     check_task_object,
     fields,

@@ -7,18 +7,18 @@ integers), and every bound is inclusive. A fixture is accepted or rejected whole
 
 from __future__ import annotations
 
-import re
-
 from airflow_retrywindow.exceptions import InvalidFixture
+from airflow_retrywindow.model.bounds import (
+    DURATION_LIMIT,
+    MAX_ATTEMPTS,
+    MAX_MULTIPLIER,
+    MAX_OBSERVATION_AGE,
+    MAX_TASK_ID_LENGTH,
+    MAX_TASKS,
+    TASK_ID,
+    TIME_LIMIT,
+)
 from airflow_retrywindow.model.states import TaskState
-
-#: latest time on the fixture's clock, in seconds
-TIME_LIMIT = 1_000_000_000
-#: longest delay, duration or validation, in seconds
-DURATION_LIMIT = 1_000_000
-MAX_ATTEMPTS = 10
-MAX_MULTIPLIER = 5
-MAX_TASKS = 20
 
 FIXTURE_FIELDS = ("asOf", "deadline", "maxObservationAge", "policy", "tasks")
 POLICY_FIELDS = ("maxAttempts", "initialDelay", "maxDelay", "multiplier")
@@ -35,7 +35,6 @@ TASK_FIELDS = (
 
 TaskValues = tuple[str, TaskState, bool, int, int, int | None, int, int]
 
-_TASK_ID = re.compile(r"[A-Za-z0-9_-]{1,48}")
 _STATES = tuple(state.value for state in TaskState)
 _STATE_NAMED = {state.value: state for state in TaskState}
 _UNCONFIRMED = frozenset({TaskState.RUNNING, TaskState.UNKNOWN})
@@ -130,14 +129,16 @@ def boolean(value: object, field: str) -> bool:
 
 
 def task_id(value: object) -> str:
-    """Return ``value`` if it is a valid task id: 1 to 48 of ``A-Z a-z 0-9 _ -``.
+    """Return ``value`` if it is a valid task id: 1 to 48 of ``A-Z a-z 0-9 _ -`` (:data:`TASK_ID`).
 
     :param value: the raw value.
     """
-    if type(value) is str and _TASK_ID.fullmatch(value) is not None:
+    if type(value) is str and TASK_ID.fullmatch(value) is not None:
         return value
     raise InvalidFixture(
-        "id", f"must be 1 to 48 characters from A-Z, a-z, 0-9, _ and -, got {shown(value)}"
+        "id",
+        f"must be 1 to {MAX_TASK_ID_LENGTH} characters from A-Z, a-z, 0-9, _ and -, "
+        f"got {shown(value)}",
     )
 
 
@@ -156,7 +157,7 @@ def task_state(value: object) -> TaskState:
 
 
 def task_list(value: object) -> list[object]:
-    """Return ``value`` if it is a list of 1 to 20 entries.
+    """Return ``value`` if it is a list of 1 to :data:`MAX_TASKS` entries.
 
     :param value: the raw value.
     """
@@ -177,7 +178,7 @@ def check_clock(
     return (
         integer(as_of, "asOf", 0, TIME_LIMIT),
         integer(deadline, "deadline", 0, TIME_LIMIT),
-        integer(max_observation_age, "maxObservationAge", 0, TIME_LIMIT),
+        integer(max_observation_age, "maxObservationAge", 0, MAX_OBSERVATION_AGE),
     )
 
 
@@ -283,6 +284,6 @@ def task_location(index: int, raw: object) -> str:
     :param raw: the raw task.
     """
     identifier = raw.get("id") if type(raw) is dict else None
-    if type(identifier) is str and _TASK_ID.fullmatch(identifier) is not None:
+    if type(identifier) is str and TASK_ID.fullmatch(identifier) is not None:
         return f"tasks[{index}] (id {identifier!r})"
     return f"tasks[{index}]"

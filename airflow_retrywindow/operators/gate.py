@@ -10,10 +10,11 @@ from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
+from airflow_retrywindow.gate.arguments import RetryWindowArguments, targets_argument
 from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.decision_record import build
-from airflow_retrywindow.gate.review_arguments import RetryWindowArguments, targets_argument
-from airflow_retrywindow.gate.run_review import RunReview, unsafe_trigger_rule
+from airflow_retrywindow.gate.record import build
+from airflow_retrywindow.gate.run import GateSettings, decide_run
+from airflow_retrywindow.gate.targets import resolve_targets, unsafe_trigger_rule
 from airflow_retrywindow.hooks.airflow_api import (
     DEFAULT_CONN_ID,
     DEFAULT_PAGE_SIZE,
@@ -60,7 +61,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         table only, takes ``guard=[]``.
     :param observations: explicit observations overriding Airflow's view of
         targets, as a mapping or its JSON text (templated); see
-        :mod:`airflow_retrywindow.gate.targets` for the shape.
+        :mod:`airflow_retrywindow.gate.observations` for the shape.
     :param budget: an approved resource budget for the next attempt; its
         ``estimate`` is templated.
     :param work_unit: the unit of work (business_date, input_partition,
@@ -95,7 +96,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         self.targets = targets_argument(targets, self.task_id)
         self.deadline = Deadline.coerce(deadline)
         self.guard = _guard_argument(guard, self.targets, self.task_id)
-        self._set_review_arguments(
+        self._set_gate_arguments(
             observations=observations,
             budget=budget,
             work_unit=work_unit,
@@ -106,9 +107,9 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
             api_timeout=api_timeout,
         )
 
-    def review(self) -> RunReview:
-        """How this gate reviews its run."""
-        return self._review_of(self.targets)
+    def gate_settings(self) -> GateSettings:
+        """What this gate decides about, and how it reads its run."""
+        return self._gate_settings(self.targets)
 
     def retry_window_problems(self) -> list[str]:
         """Everything wrong with this gate in its DAG, checked when the DAG is parsed.
@@ -121,7 +122,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
             return [f"gate {self.task_id!r} is not in a DAG"]
         problems: list[str] = []
         try:
-            self.review().resolve_targets(self.dag)
+            resolve_targets(self.dag, self.targets)
         except ValueError as error:  # UnsupportedRetrySettings
             problems.append(str(error))
         except RetryWindowGateError as error:
@@ -150,8 +151,10 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
                 "the retry window gate is misconfigured, so the guarded work does not run: "
                 + "; ".join(problems)
             )
-        review = self.review().review(context, observations=self.observations, budget=self.budget)
-        table = review.table
+        decided = decide_run(
+            self.gate_settings(), context, observations=self.observations, budget=self.budget
+        )
+        table = decided.table
         guard, held = [], []
         for task_id, targets in self.guard.items():
             blockers = [text for target in targets for text in table.blockers(target)]
@@ -168,7 +171,9 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         to_skip = self._to_skip(held)
         ti = context["ti"]
         record = build(
-            review,
+            table,
+            requests=decided.requests,
+            api=decided.api,
             gate=self.task_id,
             dag_id=self.dag_id,
             run_id=str(context["dag_run"].run_id),

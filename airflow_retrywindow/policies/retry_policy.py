@@ -24,6 +24,7 @@ import pendulum
 from airflow.sdk import RetryDecision, RetryPolicy
 
 from airflow_retrywindow.model import evaluate
+from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.policies.failures import UNKNOWN, Classifier, ExceptionSpec
 from airflow_retrywindow.redaction import describe_exception
@@ -107,7 +108,7 @@ class RetryWindowPolicy(RetryPolicy):
         self.classifier = Classifier.of(unknown=unknown, terminal=terminal, retryable=retryable)
         age = seconds_down(as_timedelta(max_observation_age, "max_observation_age"))
         self.max_observation_age = bounded_seconds(
-            age, "max_observation_age", low=0, high=1_000_000_000
+            age, "max_observation_age", low=0, high=MAX_OBSERVATION_AGE
         )
         if on_error not in _ON_ERROR:
             raise ValueError(f"on_error must be 'fail' or 'default', got {on_error!r}")

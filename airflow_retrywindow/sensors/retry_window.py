@@ -14,19 +14,16 @@ from airflow.sdk.bases.sensor import PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
-from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.decision_record import build
-from airflow_retrywindow.gate.decision_table import WAIT_BACKOFF
-from airflow_retrywindow.gate.review_arguments import (
+from airflow_retrywindow.gate.arguments import (
     RetryWindowArguments,
     flag_argument,
     targets_argument,
 )
-from airflow_retrywindow.gate.run_review import (
-    Review,
-    RunReview,
-    unsafe_trigger_rule,
-)
+from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.decide import WAIT_BACKOFF
+from airflow_retrywindow.gate.record import build
+from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
+from airflow_retrywindow.gate.targets import resolve_targets, unsafe_trigger_rule
 from airflow_retrywindow.hooks.airflow_api import (
     DEFAULT_CONN_ID,
     DEFAULT_PAGE_SIZE,
@@ -104,7 +101,7 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         self.target = target
         self.work = targets_argument({target: work}, self.task_id)[target]
         self.deadline = Deadline.coerce(deadline)
-        self._set_review_arguments(
+        self._set_gate_arguments(
             observations=observations,
             budget=budget,
             work_unit=work_unit,
@@ -129,7 +126,7 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             return [f"sensor {self.task_id!r} is not in a DAG"]
         problems: list[str] = []
         try:
-            self._review().resolve_targets(self.dag)
+            resolve_targets(self.dag, {self.target: self.work})
         except (ValueError, RuntimeError) as error:
             problems.append(str(error))
         for task_id in sorted(self.downstream_task_ids):
@@ -167,17 +164,17 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         return self._decide_or_defer(context, started=started, waits=waits)
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        review = self._evaluate(context)
-        row = review.table.decision(self.target)
-        if row.decision == WAIT_BACKOFF and not self._blocked(review):
+        decided = self._decide(context)
+        row = decided.table.decision(self.target)
+        if row.decision == WAIT_BACKOFF and not self._blocked(decided):
             self._next_start = row.earliest_start
             # the latest evaluation stays visible while the sensor waits
-            record = self._record(context, review, waits=[])
+            record = self._record(context, decided, waits=[])
             context["ti"].xcom_push(key="return_value", value=record)
             self.log.info("%s; poking again at %s", row.reason, row.earliest_start)
             return False
         self._next_start = None
-        self._final = self._record(context, review, waits=[])
+        self._final = self._record(context, decided, waits=[])
         return True
 
     def _get_next_poke_interval(
@@ -199,24 +196,24 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
     def _decide_or_defer(
         self, context: Context, *, started: pendulum.DateTime, waits: list[dict[str, Any]]
     ) -> Any:
-        review = self._evaluate(context)
-        row = review.table.decision(self.target)
-        if row.decision != WAIT_BACKOFF or self._blocked(review) or row.earliest_start is None:
+        decided = self._decide(context)
+        row = decided.table.decision(self.target)
+        if row.decision != WAIT_BACKOFF or self._blocked(decided) or row.earliest_start is None:
             return self._finish(
-                context, self._record(context, review, waits=waits, started=started)
+                context, self._record(context, decided, waits=waits, started=started)
             )
         until = row.earliest_start
         time_limit = started.add(seconds=self.timeout)
         if until > time_limit:
-            record = self._record(context, review, waits=waits, started=started)
+            record = self._record(context, decided, waits=waits, started=started)
             context["ti"].xcom_push(key="return_value", value={**record, "action": "timeout"})
             self._time_out(
                 f"Sensor has timed out: the backoff of {self.target} ends at "
                 f"{until.format(_UTC)}, after the sensor's timeout at {time_limit.format(_UTC)}"
             )
-        at = review.table.as_of.format(_UTC)
+        at = decided.table.as_of.format(_UTC)
         waits.append({"at": at, "until": until.format(_UTC), "reason": row.reason})
-        record = self._record(context, review, waits=waits, started=started)
+        record = self._record(context, decided, waits=waits, started=started)
         # visible while deferred, and read back on resume (next_kwargs are not kept by dag.test)
         context["ti"].xcom_push(key="return_value", value=record)
         self.log.info("%s; deferring until %s", row.reason, until.format(_UTC))
@@ -231,29 +228,34 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             raise AirflowSkipException(message)
         raise AirflowSensorTimeout(message)
 
-    def _review(self) -> RunReview:
-        return self._review_of({self.target: self.work})
+    def gate_settings(self) -> GateSettings:
+        """What this sensor decides about (its target), and how it reads its run."""
+        return self._gate_settings({self.target: self.work})
 
-    def _evaluate(self, context: Context) -> Review:
-        review = self._review().review(context, observations=self.observations, budget=self.budget)
-        self.log.info("Retry window %s: %s", self.target, review.table.decision(self.target).reason)
-        return review
+    def _decide(self, context: Context) -> GateDecision:
+        decided = decide_run(
+            self.gate_settings(), context, observations=self.observations, budget=self.budget
+        )
+        self.log.info(
+            "Retry window %s: %s", self.target, decided.table.decision(self.target).reason
+        )
+        return decided
 
-    def _blocked(self, review: Review) -> bool:
-        row = review.table.decision(self.target)
-        budget = review.table.budget
+    def _blocked(self, decided: GateDecision) -> bool:
+        row = decided.table.decision(self.target)
+        budget = decided.table.budget
         return row.capacity.blocks or bool(budget and budget.blocks)
 
     def _record(
         self,
         context: Context,
-        review: Review,
+        decided: GateDecision,
         *,
         waits: list[dict[str, Any]],
         started: pendulum.DateTime | None = None,
     ) -> dict[str, Any]:
-        row = review.table.decision(self.target)
-        blockers = review.table.blockers(self.target)
+        row = decided.table.decision(self.target)
+        blockers = decided.table.blockers(self.target)
         if not blockers:
             action = "run"
         elif row.decision == WAIT_BACKOFF and blockers == [row.reason]:
@@ -265,7 +267,9 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             for task_id in sorted(self.downstream_task_ids)
         ]
         return build(
-            review,
+            decided.table,
+            requests=decided.requests,
+            api=decided.api,
             gate=self.task_id,
             dag_id=self.dag_id,
             run_id=str(context["dag_run"].run_id),
@@ -278,7 +282,7 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
                 "target": self.target,
                 "action": action,
                 "waits": waits,
-                "firstEvaluatedAt": (started or review.table.as_of).format(_UTC),
+                "firstEvaluatedAt": (started or decided.table.as_of).format(_UTC),
             },
         )
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_retrywindow.exceptions import InvalidBudget
+from airflow_retrywindow.model.bounds import MAX_ATTEMPTS
 from airflow_retrywindow.model.rules import backoff_delay
-from airflow_retrywindow.model.validation import MAX_ATTEMPTS
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,8 @@ from datetime import datetime, timedelta
 import pendulum
 
 from airflow_retrywindow.exceptions import ClockError
+from airflow_retrywindow.model.bounds import TIME_LIMIT
 
-#: The model accepts instants from 0 to this many seconds after the origin.
-MAX_INSTANT = 1_000_000_000
 _MICROS = 1_000_000
 
 
@@ -90,9 +89,10 @@ class Clock:
         return micros
 
     def _check(self, seconds: int, when: datetime) -> int:
-        if seconds > MAX_INSTANT:
+        # the model accepts instants from 0 to TIME_LIMIT seconds after the origin
+        if seconds > TIME_LIMIT:
             raise ClockError(
-                f"{when.isoformat()} is more than {MAX_INSTANT} s after the clock origin "
+                f"{when.isoformat()} is more than {TIME_LIMIT} s after the clock origin "
                 f"{self.iso()}; the model cannot represent it"
             )
         return seconds

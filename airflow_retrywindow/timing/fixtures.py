@@ -24,11 +24,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_retrywindow.model import TaskState
+from airflow_retrywindow.model.bounds import MAX_TASK_ID_LENGTH, TASK_ID
 from airflow_retrywindow.timing.clock import Clock, require_aware
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
 
-_MODEL_ID = re.compile(r"[A-Za-z0-9_-]{1,48}")
+#: hex digits of the hash that keeps an alias unique
+_DIGEST = 8
+#: the readable part of an alias: what is left of the model's length after "-<digest>"
+_READABLE = MAX_TASK_ID_LENGTH - 1 - _DIGEST
 
 
 def model_task_id(task_id: str) -> str:
@@ -38,10 +42,10 @@ def model_task_id(task_id: str) -> str:
     (task groups) and 250 characters. Other ids get a stable readable alias with a
     hash suffix; the evidence maps aliases back to task ids.
     """
-    if _MODEL_ID.fullmatch(task_id):
+    if TASK_ID.fullmatch(task_id):
         return task_id
-    readable = re.sub(r"[^A-Za-z0-9_-]", "_", task_id)[:39]
-    digest = hashlib.sha1(task_id.encode(), usedforsecurity=False).hexdigest()[:8]
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", task_id)[:_READABLE]
+    digest = hashlib.sha1(task_id.encode(), usedforsecurity=False).hexdigest()[:_DIGEST]
     return f"{readable}-{digest}"
 
 

@@ -14,12 +14,11 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_retrywindow.exceptions import UnsupportedRetrySettings
+from airflow_retrywindow.model.bounds import DURATION_LIMIT, MAX_ATTEMPTS, MAX_MULTIPLIER
 from airflow_retrywindow.timing.clock import as_timedelta, seconds_down, seconds_up
 
-#: the model's bounds
-MAX_RETRIES = 9  # maxAttempts 1..10
-MAX_DELAY = 1_000_000
-MAX_MULTIPLIER = 5
+#: the model's attempt bound in Airflow's terms: ``retries`` counts after the first run
+MAX_RETRIES = MAX_ATTEMPTS - 1
 #: Airflow's default cap on a retry delay, ``[core] max_task_retry_delay``
 AIRFLOW_DELAY_CAP = 24 * 60 * 60
 #: what ``retry_exponential_backoff=True`` means in Airflow 3.3 (its serializer reads 2.0)
@@ -80,7 +79,7 @@ class RetrySettings:
                 f"{where}: max_retry_delay ({cap} s) is shorter than retry_delay ({initial} s); "
                 "raise max_retry_delay or lower retry_delay"
             )
-        return cls(task_id, count, initial, multiplier, min(cap, MAX_DELAY))
+        return cls(task_id, count, initial, multiplier, min(cap, DURATION_LIMIT))
 
     @property
     def max_attempts(self) -> int:
@@ -121,13 +120,14 @@ def airflow_delay_cap() -> int:
     """The installed Airflow's cap on any retry delay, in whole seconds.
 
     Airflow applies ``[core] max_task_retry_delay`` when a task sets no
-    ``max_retry_delay``; outside a worker the documented default stands in.
+    ``max_retry_delay``; it is read from the Task SDK's public configuration,
+    with Airflow's own fallback. Without Airflow the documented default stands in.
     """
     try:
-        from airflow.sdk.definitions._internal.abstractoperator import MAX_RETRY_DELAY
+        from airflow.sdk import conf
     except ImportError:
         return AIRFLOW_DELAY_CAP
-    return int(MAX_RETRY_DELAY)
+    return conf.getint("core", "max_task_retry_delay", fallback=AIRFLOW_DELAY_CAP)
 
 
 def _retries(value: object, where: str) -> int:
@@ -147,9 +147,9 @@ def _delay(value: object, name: str, where: str) -> int:
     except ValueError as error:
         raise UnsupportedRetrySettings(f"{where}: {error}") from None
     seconds = seconds_up(delta)
-    if not 1 <= seconds <= MAX_DELAY:
+    if not 1 <= seconds <= DURATION_LIMIT:
         raise UnsupportedRetrySettings(
-            f"{where}: {name}={_show(delta)} is outside the gate's 1 s to {MAX_DELAY} s; "
+            f"{where}: {name}={_show(delta)} is outside the gate's 1 s to {DURATION_LIMIT} s; "
             f"set {name} within that range"
         )
     return seconds

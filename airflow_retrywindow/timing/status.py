@@ -16,7 +16,8 @@ from airflow_retrywindow.model.observation import Observation
 from airflow_retrywindow.model.states import TaskState
 from airflow_retrywindow.model.verdict import TaskDecision
 
-Clock = Callable[[int], str]
+#: renders a time on the fixture's clock as text: ``t=103``, or a wall-clock time
+TimeFormat = Callable[[int], str]
 
 
 def fixture_time(seconds: int) -> str:
@@ -32,7 +33,7 @@ def status_update(
     observation: Observation,
     fixture: Fixture,
     *,
-    clock: Clock = fixture_time,
+    clock: TimeFormat = fixture_time,
 ) -> str:
     """One line: confirmed state, what is unknown, the next action, the next evidence.
 
@@ -49,10 +50,10 @@ def status_update(
 
 
 def _parts(
-    decision: TaskDecision, task: Observation, fixture: Fixture, clock: Clock
+    decision: TaskDecision, task: Observation, fixture: Fixture, show: TimeFormat
 ) -> tuple[str, str, str, str]:
     attempt, following = f"attempt {task.attempts}", f"attempt {task.attempts + 1}"
-    now, deadline = clock(fixture.as_of), clock(fixture.deadline)
+    now, deadline = show(fixture.as_of), show(fixture.deadline)
     before_deadline = (
         f"before the deadline {deadline}"
         if fixture.as_of <= fixture.deadline
@@ -62,15 +63,15 @@ def _parts(
     if kind is Decision.REFRESH_OBSERVATION:
         return (
             f"nothing current (the last observation, {task.state.value} at "
-            f"{clock(task.observed_at)}, is {task.age(fixture.as_of)} s old; the limit is "
+            f"{show(task.observed_at)}, is {task.age(fixture.as_of)} s old; the limit is "
             f"{fixture.max_observation_age} s)",
             "the task's current state",
             "observe the task again at its state source before deciding anything",
             f"a fresh observation, due now ({now})",
         )
-    state = _confirmed(task, attempt, clock)
+    state = _confirmed(task, attempt, show)
     if kind is Decision.OBSERVE_RUNNING:
-        due = clock(task.observed_at + fixture.max_observation_age)
+        due = show(task.observed_at + fixture.max_observation_age)
         return (
             state,
             f"whether {attempt} succeeds",
@@ -91,7 +92,7 @@ def _parts(
             state,
             "whether the output is correct and complete",
             f"validate the output against the acceptance criteria ({task.validation} s)",
-            f"the validation result, due by {clock(fixture.as_of + task.validation)}",
+            f"the validation result, due by {show(fixture.as_of + task.validation)}",
         )
     if kind is Decision.REPAIR_CAUSE:
         return (
@@ -118,13 +119,13 @@ def _parts(
     if start is None or finish is None:  # only the scheduled decisions are left
         raise ValueError(f"{kind.value} for {decision.id!r} comes without a schedule")
     slack = fixture.deadline - finish
-    outlook = f"estimated finish {clock(finish)} with validation"
+    outlook = f"estimated finish {show(finish)} with validation"
     if kind is Decision.DEADLINE_INFEASIBLE:
         return (
             state,
             "nothing that would change the forecast",
             f"report the delivery at risk (impact, affected population, operational "
-            f"alternative) instead of retrying: {following} would end {clock(finish)}, "
+            f"alternative) instead of retrying: {following} would end {show(finish)}, "
             f"{-slack} s after the deadline {deadline}",
             f"the decision on the alternative, {before_deadline}",
         )
@@ -133,24 +134,24 @@ def _parts(
             state,
             f"whether {following} succeeds",
             f"wait out the {decision.backoff} s backoff, then start {following} at "
-            f"{clock(start)}; {outlook}, {slack} s before the deadline {deadline}",
-            f"the start of {following}, at {clock(start)}",
+            f"{show(start)}; {outlook}, {slack} s before the deadline {deadline}",
+            f"the start of {following}, at {show(start)}",
         )
     return (
         state,
         f"whether {following} succeeds",
         f"start {following} now; {outlook}, {slack} s before the deadline {deadline}",
-        f"the result of {following} with its validation, by {clock(finish)}",
+        f"the result of {following} with its validation, by {show(finish)}",
     )
 
 
-def _confirmed(task: Observation, attempt: str, clock: Clock) -> str:
+def _confirmed(task: Observation, attempt: str, show: TimeFormat) -> str:
     if task.last_finished_at is None:
-        seen = clock(task.observed_at)
+        seen = show(task.observed_at)
         if task.state is TaskState.RUNNING:
             return f"{attempt} running (seen {seen})"
         return f"{attempt} submitted, outcome unknown (seen {seen})"
-    ended = clock(task.last_finished_at)
+    ended = show(task.last_finished_at)
     outcome = {
         TaskState.SUCCEEDED: "succeeded",
         TaskState.RETRYABLE: "failed with a retryable error",

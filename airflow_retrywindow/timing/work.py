@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from airflow_retrywindow.model.bounds import DURATION_LIMIT
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_up
-
-#: the model's bounds, in seconds
-MAX_DURATION = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -43,8 +41,10 @@ class Work:
 
     def duration_seconds(self) -> int:
         """The duration in whole seconds, rounded up."""
-        return bounded_seconds(seconds_up(self.duration), "duration", low=1, high=MAX_DURATION)
+        return bounded_seconds(seconds_up(self.duration), "duration", low=1, high=DURATION_LIMIT)
 
     def validation_seconds(self) -> int:
         """The validation time in whole seconds, rounded up."""
-        return bounded_seconds(seconds_up(self.validation), "validation", low=0, high=MAX_DURATION)
+        return bounded_seconds(
+            seconds_up(self.validation), "validation", low=0, high=DURATION_LIMIT
+        )

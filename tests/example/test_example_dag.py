@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.example.expectations import DAG_ID, LATE, ON_TIME, Day, problems, xcom
-from tests.stack import ROOT, AirflowStack, sqlite_stack
+from devstack import demo
+from devstack.example import DAG_ID, LATE, ON_TIME, Day, problems, xcom
+from devstack.stack import ROOT, AirflowStack, sqlite_stack
 
 PARSE = """
 from airflow.dag_processing.dagbag import DagBag
@@ -47,14 +46,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
         yield running
 
 
-def _demo() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo", ROOT / "scripts" / "demo.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.airflow
 @pytest.mark.slow
 @pytest.mark.parametrize("day", [ON_TIME, LATE], ids=["on-time day", "late day"])
@@ -62,7 +53,7 @@ def test_example_run_follows_the_gate(
     stack: AirflowStack, day: Day, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # the demo's own code runs the day, so what make demo prints is tested too
-    run_id = _demo().run_day(stack, day)
+    run_id = demo.run_day(stack, day)
     assert stack.run_state(DAG_ID, run_id) == "success"
     assert problems(stack, run_id, day) == []
     table = xcom(stack, run_id, "retry_gate")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from devstack.stack import end_group, free_port
 from tests.gate.gate_runs import ApiServer, install_dags
-from tests.stack import end_group, free_port
 
 VIEWER = "rw_gate_viewer"
 

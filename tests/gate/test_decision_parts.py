@@ -13,27 +13,16 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_retrywindow.exceptions import ObservationError, RetryWindowGateError, TargetError
+from airflow_retrywindow.gate.airflow_states import RUNNING_STATES, latest_try, needs_history
 from airflow_retrywindow.gate.budget import Budget, BudgetError
 from airflow_retrywindow.gate.capacity import PoolState, assess
-from airflow_retrywindow.gate.decision_table import decide
-from airflow_retrywindow.gate.run_review import (
-    RetryWindowGateError,
-    RunReview,
-    settings_of,
-    unmapped_rows,
-)
-from airflow_retrywindow.gate.targets import (
-    RUNNING_STATES,
-    ObservationError,
-    Target,
-    TargetError,
-    group_by_policy,
-    latest_try,
-    needs_history,
-    observe,
-    observe_explicitly,
-    parse_observations,
-)
+from airflow_retrywindow.gate.decide import decide, group_by_policy
+from airflow_retrywindow.gate.observations import parse_observations
+from airflow_retrywindow.gate.observe import observe, observe_explicitly
+from airflow_retrywindow.gate.run import GateSettings, decide_run
+from airflow_retrywindow.gate.snapshot import unmapped_rows
+from airflow_retrywindow.gate.targets import Target, settings_of
 from airflow_retrywindow.hooks.airflow_api import (
     AirflowApi,
     AirflowApiError,
@@ -42,7 +31,7 @@ from airflow_retrywindow.hooks.airflow_api import (
 )
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
-from tests.stack import free_port
+from devstack.stack import free_port
 
 NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
 WORK = Work(duration=timedelta(minutes=5), validation=timedelta(minutes=1), safe_repeat=True)
@@ -399,7 +388,7 @@ def test_a_gate_error_masks_secrets_in_what_it_quotes() -> None:
     mask_secret("rw-token-7f3a9c")  # as Airflow does with a connection's password
     with DAG("rw_gate_masking", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
         BaseOperator(task_id="load")
-    review = RunReview(
+    settings = GateSettings(
         targets={"load": WORK}, deadline=Deadline.at(NOW.add(hours=6)), max_observation_age=60,
         conn_id="never_read", page_size=100, timeout=5,
     )  # fmt: skip
@@ -407,7 +396,7 @@ def test_a_gate_error_masks_secrets_in_what_it_quotes() -> None:
     for quoted in ("postgres://etl:secretpw@db/positions", "rw-token-7f3a9c"):
         observations = {"load": {"state": "unknown", "observed_at": quoted}}
         with pytest.raises(RetryWindowGateError) as raised:
-            review.review(context, observations=observations)
+            decide_run(settings, context, observations=observations)
         message = str(raised.value)
         assert "observed_at must be an ISO 8601 time with an offset" in message
         assert "secretpw" not in message and "rw-token-7f3a9c" not in message
@@ -567,9 +556,14 @@ def test_the_pure_parts_import_no_airflow() -> None:
         "airflow_retrywindow.gate.budget",
         "airflow_retrywindow.gate.capacity",
         "airflow_retrywindow.gate.targets",
-        "airflow_retrywindow.gate.decision_table",
-        "airflow_retrywindow.gate.decision_record",
-        "airflow_retrywindow.gate.run_review",
+        "airflow_retrywindow.gate.airflow_states",
+        "airflow_retrywindow.gate.snapshot",
+        "airflow_retrywindow.gate.observations",
+        "airflow_retrywindow.gate.observe",
+        "airflow_retrywindow.gate.decide",
+        "airflow_retrywindow.gate.record",
+        "airflow_retrywindow.gate.arguments",
+        "airflow_retrywindow.gate.run",
         "airflow_retrywindow.hooks.airflow_api",
     ]
     code = (

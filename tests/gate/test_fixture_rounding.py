@@ -18,8 +18,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from airflow_retrywindow.gate.capacity import PoolState
-from airflow_retrywindow.gate.decision_table import decide
-from airflow_retrywindow.gate.targets import Target, observe
+from airflow_retrywindow.gate.decide import decide
+from airflow_retrywindow.gate.observe import observe
+from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts

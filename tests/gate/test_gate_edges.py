@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from devstack.stack import free_port
 from tests.gate.gate_runs import ApiServer, dags_test, decisions, gate_env, states, xcom
-from tests.stack import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAG_ID = "rw_gate_edges"

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from devstack.stack import free_port
 from tests.gate.gate_runs import (
     ApiServer,
     dags_test,
@@ -25,7 +26,6 @@ from tests.gate.gate_runs import (
     states,
     xcom,
 )
-from tests.stack import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAG_ID = "rw_gate_table"

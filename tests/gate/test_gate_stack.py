@@ -16,7 +16,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from tests.stack import AirflowStack, sqlite_stack
+from devstack.stack import AirflowStack, sqlite_stack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAGS = Path(__file__).with_name("stack_dags")

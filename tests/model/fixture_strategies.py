@@ -9,13 +9,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from airflow_retrywindow.model.validation import (
-    DURATION_LIMIT,
-    FIXTURE_FIELDS,
-    POLICY_FIELDS,
-    TASK_FIELDS,
-    TIME_LIMIT,
-)
+from airflow_retrywindow.model.bounds import DURATION_LIMIT, TIME_LIMIT
+from airflow_retrywindow.model.validation import FIXTURE_FIELDS, POLICY_FIELDS, TASK_FIELDS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STATES = ("running", "unknown", "succeeded", "retryable", "terminal")

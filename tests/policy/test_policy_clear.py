@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack import AirflowStack, sqlite_stack
+from devstack.stack import AirflowStack, sqlite_stack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAGS = Path(__file__).with_name("dags")

@@ -31,9 +31,108 @@ def test_provider_info_names_modules_that_exist() -> None:
 
     info = get_provider_info()
     assert info["package-name"] == "airflow-retrywindow"
-    for kind in ("operators", "sensors"):
+    for kind in ("operators", "sensors", "hooks"):
         for module in info[kind][0]["python-modules"]:
             importlib.import_module(module)
+
+
+def test_provider_info_registers_the_hook_with_its_connection_type() -> None:
+    import importlib
+
+    import airflow
+    import jsonschema  # type: ignore[import-untyped]
+
+    from airflow_retrywindow.get_provider_info import get_provider_info
+
+    info = get_provider_info()
+    schemas = Path(airflow.__file__).parent
+    jsonschema.validate(info, json.loads((schemas / "provider_info.schema.json").read_text()))
+    (entry,) = info["connection-types"]
+    module, _, name = entry["hook-class-name"].rpartition(".")
+    hook = getattr(importlib.import_module(module), name)
+    assert entry["connection-type"] == hook.conn_type == "retrywindow_airflow_api"
+    assert entry["hook-name"] == hook.hook_name == "Airflow REST API (retry window)"
+    assert set(entry["conn-fields"]) == {"access_token", "verify_ssl", "ssl_ca_cert"}
+    assert entry["conn-fields"]["access_token"]["schema"]["format"] == "password"  # masked
+    # what Airflow 3.3 reads from the provider info and what the hook answers agree
+    behaviour = hook.get_ui_field_behaviour()
+    assert behaviour["hidden_fields"] == entry["ui-field-behaviour"]["hidden-fields"]
+    assert behaviour["relabeling"] == entry["ui-field-behaviour"]["relabeling"]
+    jsonschema.validate(
+        behaviour,
+        json.loads((schemas / "customized_form_field_behaviours.schema.json").read_text()),
+    )
+
+
+def _airflow(*args: str) -> str:
+    airflow = Path(sys.executable).with_name("airflow")
+    done = subprocess.run(
+        [str(airflow), *args], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.mark.airflow
+def test_airflow_lists_the_hook_its_form_fields_and_behaviour(airflow_db: Path) -> None:
+    hooks = {
+        row["connection_type"]: row
+        for row in json.loads(_airflow("providers", "hooks", "-o", "json"))
+    }
+    assert hooks["retrywindow_airflow_api"] == {
+        "connection_type": "retrywindow_airflow_api",
+        "class": "airflow_retrywindow.hooks.airflow_api.AirflowApiHook",
+        "conn_id_attribute_name": "airflow_conn_id",
+        "package_name": "airflow-retrywindow",
+        "hook_name": "Airflow REST API (retry window)",
+    }
+    widgets = json.loads(_airflow("providers", "widgets", "-o", "json"))
+    ours = {
+        row["connection_parameter_name"]: row["field_type"]
+        for row in widgets
+        if row["package_name"] == "airflow-retrywindow"
+    }
+    assert ours == {
+        "extra__retrywindow_airflow_api__access_token": ["string", "null"],
+        "extra__retrywindow_airflow_api__ssl_ca_cert": ["string", "null"],
+        "extra__retrywindow_airflow_api__verify_ssl": ["boolean", "null"],
+    }
+    behaviours = json.loads(_airflow("providers", "behaviours", "-o", "json"))
+    assert {"field_behaviours": "retrywindow_airflow_api"} in behaviours
+
+
+@pytest.mark.airflow
+def test_airflow_connections_keep_the_connection_type(airflow_db: Path) -> None:
+    # an unknown --conn-type silently becomes "generic"; ours is known
+    added = _airflow(
+        "connections", "add", "rw_provider_probe", "--conn-type", "retrywindow_airflow_api",
+        "--conn-host", "http://localhost:8080", "--conn-login", "rw_gate",
+        "--conn-password", "probe-password",
+    )  # fmt: skip
+    try:
+        assert "Successfully added" in added
+        (row,) = json.loads(_airflow("connections", "get", "rw_provider_probe", "-o", "json"))
+        assert row["conn_type"] == "retrywindow_airflow_api"
+        assert row["get_uri"].startswith("retrywindow-airflow-api://")
+    finally:
+        _airflow("connections", "delete", "rw_provider_probe")
+
+
+def test_the_reader_loads_without_airflow_and_the_hook_on_first_access() -> None:
+    probe = (
+        "import sys; from airflow_retrywindow.hooks import airflow_api; "
+        "import airflow_retrywindow.get_provider_info as info; info.get_provider_info(); "
+        "loaded = lambda: sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('airflow', 'airflow_client')); assert loaded() == [], loaded(); "
+        "hook = airflow_api.AirflowApiHook; assert 'airflow.sdk' in sys.modules; "
+        "from airflow_retrywindow.hooks.airflow_api import AirflowApiHook; "
+        "assert AirflowApiHook is hook and AirflowApiHook.__name__ == 'AirflowApiHook'; "
+        "print('ok')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr
 
 
 def test_public_names_load_lazily_without_airflow_until_asked() -> None:

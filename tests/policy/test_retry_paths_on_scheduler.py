@@ -27,7 +27,7 @@ import pendulum
 import psutil
 import pytest
 
-from tests.stack import AirflowStack
+from devstack.stack import AirflowStack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""The decision record a gate publishes as its ``return_value`` XCom.
+"""Record: the decision record a gate publishes as its ``return_value`` XCom.
 
 One JSON object per evaluation, pushed before anything is skipped, holding:
 
@@ -21,42 +21,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_retrywindow.gate.decision_table import DecisionTable
-from airflow_retrywindow.gate.run_review import Review
+from airflow_retrywindow.gate.decide import DecisionTable
 from airflow_retrywindow.redaction import without_userinfo
-
-#: keys recommended for ``work_unit``; others are kept as given
-WORK_UNIT_FIELDS = (
-    "business_date",
-    "input_partition",
-    "transform_version",
-    "destination",
-    "remote_job_id",
-)
-
-
-def work_unit_argument(value: object) -> Mapping[str, Any] | str | None:
-    """Check the ``work_unit`` argument: a mapping of names to values, or a template.
-
-    :param value: what the DAG author passed.
-    """
-    if value is None or isinstance(value, str) or _is_xcom_arg(value):
-        return value  # type: ignore[return-value]
-    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
-        raise ValueError(
-            "work_unit must be a mapping of names to values (e.g. business_date, "
-            f"input_partition, transform_version, destination, remote_job_id), got {value!r}"
-        )
-    return value
-
-
-def _is_xcom_arg(value: object) -> bool:
-    return type(value).__module__.startswith("airflow.sdk.definitions.xcom_arg")
 
 
 def build(
-    review: Review,
+    table: DecisionTable,
     *,
+    requests: int,
+    api: str,
     gate: str,
     dag_id: str,
     run_id: str,
@@ -69,7 +42,9 @@ def build(
 ) -> dict[str, Any]:
     """The record of one evaluation, JSON-ready.
 
-    :param review: what the evaluation produced.
+    :param table: the decisions.
+    :param requests: REST API requests the read made.
+    :param api: the API's base URL.
     :param gate: the deciding task's id.
     :param dag_id: the run's DAG.
     :param run_id: the run.
@@ -80,7 +55,6 @@ def build(
     :param skipped: every task id skipped by this evaluation.
     :param extra: more keys, e.g. a sensor's waits.
     """
-    table = review.table
     record: dict[str, Any] = {
         "gate": gate,
         "dagId": dag_id,
@@ -92,8 +66,8 @@ def build(
         "skipped": list(skipped),
         "workUnit": work_unit,
         # the record is stored and shown: never with the URL's credentials
-        "api": without_userinfo(review.api),
-        "requests": review.requests,
+        "api": without_userinfo(api),
+        "requests": requests,
         "claims": {"safeRepeat": "asserted by the DAG author, not proven by the gate"},
         "capacityNote": (
             "pool numbers are as read at asOf (this gate included when it runs in that pool); "

@@ -1,5 +1,7 @@
 """``make up``: the example DAG in ``airflow standalone``, with a UI on localhost:8080.
 
+Run from the repository root as ``python -m devstack.up``.
+
 The Airflow home lives in ``.airflow/`` (git-ignored) and keeps its SQLite DB
 between runs. Stop with Ctrl-C.
 """
@@ -10,9 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.stack import ADMIN, ROOT, AirflowStack
+from devstack.stack import ADMIN, ROOT, AirflowStack
 
 PORT = 8080
 

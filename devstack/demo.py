@@ -1,5 +1,7 @@
 """``make demo``: the example DAG on an embedded Airflow, end to end, headless.
 
+Run from the repository root as ``python -m devstack.demo``.
+
 Starts Airflow's services natively on a SQLite metadata DB under ``.demo/``,
 runs the example delivery twice (a day where the load's retry still fits the
 deadline, and a late day where it does not), prints what the gate decided and
@@ -12,12 +14,9 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.example.expectations import DAG_ID, LATE, ON_TIME, Day, evidence, xcom
-from tests.stack import ROOT, AirflowStack, log
+from devstack.example import DAG_ID, LATE, ON_TIME, Day, evidence, xcom
+from devstack.stack import ROOT, AirflowStack, log
 
 HOME = ROOT / ".demo" / "airflow"
 DAYS = (ON_TIME, LATE)

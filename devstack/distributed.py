@@ -1,5 +1,7 @@
 """``make test-distributed``: the example on CeleryExecutor, PostgreSQL and Redis, for real.
 
+Run from the repository root as ``python -m devstack.distributed``.
+
 The same services docker-compose.yaml starts (api-server, scheduler,
 dag-processor, triggerer, a Celery worker) run natively on a fresh PostgreSQL
 database and a Redis key prefix of their own. Three runs of the example DAG:
@@ -21,16 +23,13 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pendulum
 import psycopg2
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.example.expectations import DAG_ID, LATE, ON_TIME, Day, problems, xcom
-from tests.stack import ROOT, AirflowStack, log
+from devstack.example import DAG_ID, LATE, ON_TIME, Day, problems, xcom
+from devstack.stack import ROOT, AirflowStack, log
 
 POSTGRES = "postgres@127.0.0.1:5432"
 REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -1,12 +1,13 @@
 """The constructor arguments the gate operator and the sensor share, checked once.
 
-Both review the targets of their own DAG run the same way, so both take the same
+Both decide the targets of their own DAG run the same way, so both take the same
 observations, budget, unit of work, observation age, API connection and skipping
 rule, template the same fields and render a budget's estimate the same way.
 :class:`RetryWindowArguments` holds that part; each checker raises ``ValueError``
-with the message a DAG author sees when the operator is built.
+with the message a DAG author sees when the operator is built. Bounds are the
+model's (:mod:`~airflow_retrywindow.model.bounds`).
 
-Like :mod:`~airflow_retrywindow.gate.run_review`, importing this imports no Airflow.
+Like :mod:`~airflow_retrywindow.gate.run`, importing this imports no Airflow.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.decision_record import work_unit_argument
-from airflow_retrywindow.gate.run_review import RunReview
+from airflow_retrywindow.gate.run import GateSettings
+from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.work import Work
 
@@ -31,17 +32,23 @@ if TYPE_CHECKING:
 else:
     _Operator = object
 
-#: the largest observation age the model accepts, in seconds
-MAX_OBSERVATION_AGE = 1_000_000_000
+#: keys recommended for ``work_unit``; others are kept as given
+WORK_UNIT_FIELDS = (
+    "business_date",
+    "input_partition",
+    "transform_version",
+    "destination",
+    "remote_job_id",
+)
 
 
 class RetryWindowArguments(_Operator):
-    """What the gate operator and the sensor share: arguments, templating, the review.
+    """What the gate operator and the sensor share: arguments, templating, the settings.
 
     Put it before the Airflow operator class among the bases, so that its
     attributes and :meth:`render_template` take precedence. The operator checks
     its targets and ``deadline`` itself (the gate checks ``guard`` right after
-    them), then calls :meth:`_set_review_arguments` from its ``__init__``.
+    them), then calls :meth:`_set_gate_arguments` from its ``__init__``.
     """
 
     template_fields: Sequence[str] = ("observations", "budget", "work_unit")
@@ -54,7 +61,7 @@ class RetryWindowArguments(_Operator):
 
     deadline: Deadline
 
-    def _set_review_arguments(
+    def _set_gate_arguments(
         self,
         *,
         observations: object,
@@ -102,12 +109,12 @@ class RetryWindowArguments(_Operator):
             return content.with_estimate(estimate)
         return super().render_template(content, context, jinja_env, seen_oids)
 
-    def _review_of(self, targets: Mapping[str, Work]) -> RunReview:
-        """How ``targets`` of this task's run are reviewed, with this task's arguments.
+    def _gate_settings(self, targets: Mapping[str, Work]) -> GateSettings:
+        """The settings deciding ``targets`` of this task's run, with this task's arguments.
 
         :param targets: task id -> the estimate for one attempt of it.
         """
-        return RunReview(
+        return GateSettings(
             targets=targets,
             deadline=self.deadline,
             max_observation_age=self.max_observation_age,
@@ -141,14 +148,29 @@ def targets_argument(targets: object, gate_id: str) -> dict[str, Work]:
 
 def observations_argument(value: object) -> Any:
     """Check ``observations``: a mapping, its JSON text, a template, an XComArg or None."""
-    if value is None or isinstance(value, (str, Mapping)):
-        return value
-    if type(value).__module__.startswith("airflow.sdk.definitions.xcom_arg"):
+    if value is None or isinstance(value, (str, Mapping)) or _is_xcom_arg(value):
         return value
     raise ValueError(
         "observations must be a mapping of task id to observation, its JSON text or a "
         f"template, got {value!r}"
     )
+
+
+def work_unit_argument(value: object) -> Mapping[str, Any] | str | None:
+    """Check ``work_unit``: a mapping of names to values, a template or an XComArg.
+
+    The names recommended are :data:`WORK_UNIT_FIELDS`; others are kept as given.
+
+    :param value: what the DAG author passed.
+    """
+    if value is None or isinstance(value, str) or _is_xcom_arg(value):
+        return value  # type: ignore[return-value]
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise ValueError(
+            "work_unit must be a mapping of names to values (e.g. business_date, "
+            f"input_partition, transform_version, destination, remote_job_id), got {value!r}"
+        )
+    return value
 
 
 def budget_argument(value: object) -> Budget | None:
@@ -196,3 +218,7 @@ def timeout_argument(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"api_timeout must be a positive number of seconds, got {value!r}")
     return float(value)
+
+
+def _is_xcom_arg(value: object) -> bool:
+    return type(value).__module__.startswith("airflow.sdk.definitions.xcom_arg")

@@ -1,11 +1,13 @@
-"""The gate's decision table: the model's answer per target, with capacity and budget.
+"""Decide: the model's answer for every observed target, with capacity and budget.
 
-Facts are grouped by retry policy into fixtures of at most 20 tasks; each
-fixture is evaluated by the offline model exactly as the command line would,
-and its payload, result and clock origin are kept for offline replay. Every
-target then gets its decision with the numbers in real time, a one-line
-reason, an English status update, and a pool capacity verdict. A resource
-budget, when given, is one verdict for the whole gate.
+Facts are grouped by retry policy into fixtures of at most
+:data:`~airflow_retrywindow.model.bounds.MAX_TASKS` tasks; each fixture is decided
+by the typed model (:meth:`~airflow_retrywindow.model.Verdict.of`), which answers
+exactly as ``airflow-retrywindow evaluate`` does, and its payload, result and
+clock origin are kept for offline replay. Every target then gets its decision
+with the numbers in real time, a one-line reason, an English status update, and
+a pool capacity verdict. A resource budget, when given, is one verdict for the
+whole gate.
 
 Nothing here reads Airflow or the network: the table is a pure function of
 what was observed, so it can be tested and replayed on its own.
@@ -22,11 +24,15 @@ import pendulum
 
 from airflow_retrywindow.gate.budget import Budget, BudgetVerdict
 from airflow_retrywindow.gate.capacity import CapacityVerdict, PoolState, assess
-from airflow_retrywindow.gate.targets import NOT_ATTEMPTED, Observed, group_by_policy
-from airflow_retrywindow.model import Decision, evaluate
+from airflow_retrywindow.gate.observe import NOT_ATTEMPTED, Observed
+from airflow_retrywindow.model.bounds import MAX_TASKS
+from airflow_retrywindow.model.decisions import Decision
+from airflow_retrywindow.model.fixture import Fixture
+from airflow_retrywindow.model.verdict import TaskDecision, Verdict
 from airflow_retrywindow.timing.clock import Clock
-from airflow_retrywindow.timing.fixtures import ClockedFixture, model_task_id
+from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts, model_task_id
 from airflow_retrywindow.timing.reasons import MAX_REASON, moment, reason
+from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.status import status_update
 
 #: decisions that let a guarded task run
@@ -146,7 +152,7 @@ def decide(
     pools: Mapping[str, PoolState],
     budget: Budget | None = None,
 ) -> DecisionTable:
-    """Evaluate every observed target and assemble the table.
+    """Decide every observed target and assemble the table.
 
     :param observed: the targets as observed, in a stable order.
     :param as_of: the moment of the decision (after every observation).
@@ -171,88 +177,101 @@ def decide(
             tasks=facts,
             origin=origin,
         )
-        result = evaluate(fixture.payload)
+        typed = Fixture.from_dict(fixture.payload)
+        verdict = Verdict.of(typed)
         index = len(fixtures)
         fixtures.append(
             {
                 "origin": fixture.clock.iso(),
                 "fixture": fixture.payload,
-                "result": result,
+                "result": verdict.to_dict(),
                 "taskIds": fixture.task_ids,
             }
         )
-        for entry in _entries(result):
-            task_id = fixture.task_ids[str(entry["id"])]
-            rows[task_id] = _decided(views[task_id], entry, fixture, index, pools)
+        for decision in verdict.tasks:
+            task_id = fixture.task_ids[decision.id]
+            rows[task_id] = _decided(
+                views[task_id],
+                decision,
+                fixture=typed,
+                clock=fixture.clock,
+                index=index,
+                pools=pools,
+            )
     decisions = tuple(
         rows[view.target.task_id] if view.facts else _not_attempted(view, pools)
         for view in observed
     )
-    verdict = budget.verdict() if budget is not None else None
-    return DecisionTable(now, due, decisions, tuple(fixtures), verdict)
+    budget_verdict = budget.verdict() if budget is not None else None
+    return DecisionTable(now, due, decisions, tuple(fixtures), budget_verdict)
 
 
-def _entries(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    tasks = result.get("tasks")
-    if not isinstance(tasks, list):
-        raise ValueError("the model's result has no task list")
-    return tasks
+def group_by_policy(
+    observed: Sequence[Observed],
+) -> list[tuple[RetrySettings, list[TaskFacts]]]:
+    """Facts grouped by retry policy, in chunks the model accepts (at most ``MAX_TASKS``).
+
+    Targets never tried have no facts and stay out. Groups and chunks keep the
+    targets' order, so the same run always gives the same fixtures.
+    """
+    groups: dict[tuple[tuple[str, int], ...], tuple[RetrySettings, list[TaskFacts]]] = {}
+    for view in observed:
+        if view.facts is None:
+            continue
+        settings = view.target.settings
+        key = tuple(sorted(settings.model_policy().items()))
+        groups.setdefault(key, (settings, []))[1].append(view.facts)
+    chunks: list[tuple[RetrySettings, list[TaskFacts]]] = []
+    for settings, facts in groups.values():
+        for start in range(0, len(facts), MAX_TASKS):
+            chunks.append((settings, facts[start : start + MAX_TASKS]))
+    return chunks
 
 
 def _decided(
     view: Observed,
-    entry: Mapping[str, Any],
-    fixture: ClockedFixture,
+    decision: TaskDecision,
+    *,
+    fixture: Fixture,
+    clock: Clock,
     index: int,
     pools: Mapping[str, PoolState],
 ) -> TargetDecision:
-    from airflow_retrywindow.model import Fixture as ModelFixture
-    from airflow_retrywindow.model import TaskDecision
-
-    payload = fixture.payload
-    model_id = model_task_id(view.target.task_id)
-    task = next(item for item in payload["tasks"] if item["id"] == model_id)
-    clock = fixture.clock
-    decision = str(entry["decision"])
-    text = reason(entry, task=task, payload=payload, clock=clock, subject=view.detail)
-    typed = ModelFixture.from_dict(payload)
-    observation = next(item for item in typed.tasks if item.id == model_id)
-    today = clock.at(int(payload["asOf"]))
-    status = status_update(
-        TaskDecision(
-            model_id,
-            Decision(decision),
-            entry.get("backoff"),
-            entry.get("earliestStart"),
-            entry.get("estimatedFinish"),
-        ),
-        observation,
-        typed,
-        clock=lambda seconds: moment(clock, seconds, today),
+    """The target's row from the model's typed decision on the fixture ``index``."""
+    observation = fixture.task(decision.id)
+    today = clock.at(fixture.as_of)
+    text = reason(
+        decision.to_dict(),
+        task=observation.to_dict(),
+        payload=fixture.to_dict(),
+        clock=clock,
+        subject=view.detail,
     )
-    start = entry.get("earliestStart")
-    finish = entry.get("estimatedFinish")
+    status = status_update(
+        decision, observation, fixture, clock=lambda seconds: moment(clock, seconds, today)
+    )
     numbers = {
-        "modelId": model_id,
-        "attempts": task["attempts"],
-        "maxAttempts": payload["policy"]["maxAttempts"],
-        "observedAt": _iso(clock, task["observedAt"]),
-        "lastFinishedAt": _iso(clock, task["lastFinishedAt"]),
-        "backoffSeconds": entry.get("backoff"),
-        "earliestStart": _iso(clock, start),
-        "estimatedFinish": _iso(clock, finish),
-        "slackSeconds": None if finish is None else int(payload["deadline"]) - int(finish),
+        "modelId": decision.id,
+        "attempts": observation.attempts,
+        "maxAttempts": fixture.policy.max_attempts,
+        "observedAt": _iso(clock, observation.observed_at),
+        "lastFinishedAt": _iso(clock, observation.last_finished_at),
+        "backoffSeconds": decision.backoff,
+        "earliestStart": _iso(clock, decision.earliest_start),
+        "estimatedFinish": _iso(clock, decision.estimated_finish),
+        "slackSeconds": decision.slack(fixture.deadline),
     }
     capacity = assess(view.pool, view.pool_slots, pools.get(view.pool))
+    start = decision.earliest_start
     return TargetDecision(
         task_id=view.target.task_id,
-        decision=decision,
+        decision=decision.decision.value,
         observed=view,
         reason=text,
-        status=_held(_with_name(status, model_id, view.target.task_id), capacity),
+        status=_held(_with_name(status, decision.id, view.target.task_id), capacity),
         capacity=capacity,
         numbers=numbers,
-        earliest_start=None if start is None else clock.at(int(start)),
+        earliest_start=None if start is None else clock.at(start),
         fixture=index,
     )
 
@@ -298,10 +317,8 @@ def _held(status: str, capacity: CapacityVerdict) -> str:
     return f"{status} Held back by its pool: {capacity.reason}." if capacity.blocks else status
 
 
-def _iso(clock: Clock, seconds: object) -> str | None:
-    if seconds is None:
-        return None
-    return clock.at(int(str(seconds))).format(_UTC)
+def _iso(clock: Clock, seconds: int | None) -> str | None:
+    return None if seconds is None else clock.at(seconds).format(_UTC)
 
 
 def _with_name(status: str, model_id: str, task_id: str) -> str:

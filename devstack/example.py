@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_retrywindow.model import evaluate
-from tests.stack import AirflowStack
+from devstack.stack import AirflowStack
 
 DAG_ID = "retry_window_example"
 

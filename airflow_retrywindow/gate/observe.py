@@ -1,0 +1,265 @@
+"""Observe: each target as the model sees it, from the snapshot and explicit observations.
+
+Airflow's state of a target's latest try becomes a model state as
+:mod:`~airflow_retrywindow.gate.airflow_states` tabulates; a failure takes the
+class its ``RetryWindowPolicy`` recorded in XCom. ``attempts`` counts the
+current window as the retry policy does, ``try_number - (max_tries - retries)``,
+on the row of the latest try.
+
+Explicit observations (:mod:`~airflow_retrywindow.gate.observations`) then
+override Airflow's view for a target, but never loosen it: a try Airflow sees in
+progress cannot be overridden, and ``attempts`` is at least Airflow's count.
+
+Nothing here reads the API or imports Airflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import pendulum
+
+from airflow_retrywindow.exceptions import ObservationError, TargetError
+from airflow_retrywindow.gate.airflow_states import (
+    RESET_STATES,
+    RUNNING_STATES,
+    SUCCESS_STATES,
+    failed,
+    known_state,
+)
+from airflow_retrywindow.gate.observations import ExplicitObservation
+from airflow_retrywindow.gate.snapshot import RunSnapshot
+from airflow_retrywindow.gate.targets import Target
+from airflow_retrywindow.policies import evidence
+from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
+from airflow_retrywindow.timing.fixtures import TaskFacts
+
+if TYPE_CHECKING:
+    from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
+
+NOT_ATTEMPTED = "not-attempted"
+#: how far an API time may run ahead of this worker's clock before we refuse
+CLOCK_TOLERANCE = timedelta(seconds=5)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the gate knows about one target when it decides.
+
+    :param target: the target.
+    :param facts: the model facts, ``None`` when the target was never tried.
+    :param source: ``airflow-api`` or ``observations``.
+    :param airflow_state: the state of the latest try in Airflow.
+    :param try_number: the latest try's number in Airflow (0 if never tried).
+    :param classification: how the state was found, in words.
+    :param pool: the pool of the latest try (or the definition's).
+    :param pool_slots: the slots of the latest try (or the definition's).
+    :param detail: words for the reason, e.g. where an observation came from.
+    """
+
+    target: Target
+    facts: TaskFacts | None
+    source: str
+    airflow_state: str | None
+    try_number: int
+    classification: str
+    pool: str
+    pool_slots: int
+    detail: str = ""
+
+    @property
+    def state(self) -> str:
+        """The model state, or ``not-attempted``."""
+        return self.facts.state if self.facts else NOT_ATTEMPTED
+
+
+def observe_run(
+    targets: Sequence[Target],
+    snapshot: RunSnapshot,
+    explicit: Mapping[str, ExplicitObservation],
+) -> list[Observed]:
+    """Every target as observed, in the targets' order.
+
+    :param targets: the gate's targets.
+    :param snapshot: what the read found.
+    :param explicit: target id -> its explicit observation, if any.
+    """
+    observed = {}
+    for target in targets:
+        row = snapshot.latest_try(target.task_id)
+        failure, source = recorded_failure(snapshot, target.task_id)
+        observed[target.task_id] = observe(target, row, failure=failure, failure_source=source)
+    for task_id, observation in explicit.items():
+        airflow_view = observed[task_id]
+        observed[task_id] = observe_explicitly(airflow_view.target, observation, airflow_view)
+    return [observed[target.task_id] for target in targets]
+
+
+def recorded_failure(snapshot: RunSnapshot, task_id: str) -> tuple[str | None, str]:
+    """The failure class the policy recorded for the target's latest try, and where it was read.
+
+    ``(None, "")`` when the latest try did not fail or no class was recorded.
+    """
+    row = snapshot.latest_try(task_id)
+    if row is None or not failed(row):
+        return None, ""
+    mine = snapshot.keys_of_try(task_id)
+    marked = [(key, evidence.failure_of_key(key.key)) for key in mine]
+    classes = [(key, failure) for key, failure in marked if failure is not None]
+    if classes:
+        key, failure = max(classes, key=lambda item: item[0].timestamp)
+        return failure, f"XCom {key.key} of try {row.try_number}"
+    if not any(key.key == evidence.EVIDENCE_KEY for key in mine):
+        return None, ""
+    # evidence without the class in a key (an older policy): the read fetched its value
+    entry = snapshot.evidence.get(task_id)
+    if isinstance(entry, dict) and entry.get("tryNumber") == row.try_number:
+        recorded = entry.get("failure")
+        if isinstance(recorded, str):
+            return recorded, f"XCom {evidence.EVIDENCE_KEY} of try {row.try_number}"
+    return None, ""
+
+
+def observe(
+    target: Target,
+    row: TaskInstanceRow | None,
+    *,
+    failure: str | None,
+    failure_source: str,
+) -> Observed:
+    """Airflow's view of ``target`` from the row of its latest try.
+
+    :param target: the target.
+    :param row: the row of its latest try, ``None`` when it was never tried.
+    :param failure: the class the task's retry policy recorded for this try's
+        failure (unknown, terminal or retryable), if any.
+    :param failure_source: where ``failure`` came from, in words.
+    """
+    if row is None or known_state(row).state in RESET_STATES or row.try_number < 1:
+        return Observed(
+            target=target,
+            facts=None,
+            source="airflow-api",
+            airflow_state=row.state if row else None,
+            try_number=row.try_number if row else 0,
+            classification="never tried in this run",
+            pool=row.pool if row else target.pool,
+            pool_slots=row.pool_slots if row else target.pool_slots,
+        )
+    state, classification = _model_state(target, row.state, failure, failure_source)
+    attempts = _attempts(target, row)
+    observed_at = row.observed_at
+    finished: pendulum.DateTime | None = None
+    if state not in ("running", "unknown"):
+        finished = row.end_date or observed_at
+        if finished > observed_at + CLOCK_TOLERANCE:
+            raise TargetError(
+                f"task {target.task_id!r}: the API reports try {row.try_number} ended at "
+                f"{finished.isoformat()}, after it answered at {observed_at.isoformat()} on this "
+                "worker's clock; the API server's clock runs ahead, so no time can be trusted"
+            )
+        observed_at = max(observed_at, finished)
+    facts = TaskFacts(
+        task_id=target.task_id,
+        state=state,
+        attempts=attempts,
+        observed_at=observed_at,
+        finished_at=finished,
+        work=target.work,
+    )
+    return Observed(
+        target=target,
+        facts=facts,
+        source="airflow-api",
+        airflow_state=row.state,
+        try_number=row.try_number,
+        classification=classification,
+        pool=row.pool,
+        pool_slots=row.pool_slots,
+    )
+
+
+def _model_state(
+    target: Target, airflow_state: str | None, failure: str | None, failure_source: str
+) -> tuple[str, str]:
+    if airflow_state in SUCCESS_STATES:
+        return "succeeded", f"Airflow state {airflow_state}"
+    if airflow_state in RUNNING_STATES:
+        return "running", f"Airflow state {airflow_state}"
+    if failure in (UNKNOWN, TERMINAL, RETRYABLE):
+        return failure, f"Airflow state {airflow_state}; failure classified {failure} by the " + (
+            f"task's RetryWindowPolicy ({failure_source})"
+        )
+    if target.gated:
+        # the policy records every failure it sees; a failure without a record
+        # (killed worker, heartbeat timeout, a policy error) may have reached the
+        # remote service: the outcome is unknown until someone looks
+        return UNKNOWN, (
+            f"Airflow state {airflow_state}; the task's RetryWindowPolicy recorded no "
+            "classification for this try, so its outcome is treated as unknown"
+        )
+    return RETRYABLE, f"Airflow state {airflow_state}; no RetryWindowPolicy on the task"
+
+
+def _attempts(target: Target, row: TaskInstanceRow) -> int:
+    try:
+        return target.settings.attempts_in_window(row.try_number, row.max_tries)
+    except ValueError as error:
+        raise TargetError(str(error)) from None
+
+
+def observe_explicitly(
+    target: Target, explicit: ExplicitObservation, airflow_view: Observed
+) -> Observed:
+    """``target`` as an explicit observation states it, overriding Airflow's view.
+
+    An observation may only make the decision more cautious than Airflow's view:
+    it cannot override a try Airflow sees in progress, and it counts at least
+    the attempts Airflow counted.
+
+    :param target: the target.
+    :param explicit: the observation.
+    :param airflow_view: what Airflow says: its state and attempt count.
+    """
+    if airflow_view.facts is not None and airflow_view.airflow_state in RUNNING_STATES:
+        raise ObservationError(
+            f"observations for {target.task_id!r}: Airflow sees try {airflow_view.try_number} "
+            f"in the state {airflow_view.airflow_state!r} right now; an observation cannot "
+            "override a try in progress. Wait until the try ends, or drop the observation"
+        )
+    counted = airflow_view.facts.attempts if airflow_view.facts is not None else None
+    if explicit.attempts is None and counted is None:
+        raise ObservationError(
+            f"observations for {target.task_id!r} need 'attempts': Airflow has no try "
+            "of this task in the run to count from"
+        )
+    # fewer attempts than Airflow counted would hand back tries already spent
+    attempts = max(n for n in (explicit.attempts, counted) if n is not None)
+    if attempts > target.settings.max_attempts:
+        raise ObservationError(
+            f"observations for {target.task_id!r}: attempts={attempts} is more than the "
+            f"{target.settings.max_attempts} runs its retry settings allow in one window"
+        )
+    facts = TaskFacts(
+        task_id=target.task_id,
+        state=explicit.state,
+        attempts=attempts,
+        observed_at=explicit.observed_at,
+        finished_at=explicit.finished_at,
+        work=target.work,
+    )
+    seen = f"observed {explicit.observed_at.format('YYYY-MM-DD HH:mm:ss[Z]')}"
+    return Observed(
+        target=target,
+        facts=facts,
+        source="observations",
+        airflow_state=airflow_view.airflow_state,
+        try_number=airflow_view.try_number,
+        classification=f"explicit observation ({explicit.source or 'no source given'})",
+        pool=airflow_view.pool,
+        pool_slots=airflow_view.pool_slots,
+        detail=f"{seen}; {explicit.source}" if explicit.source else seen,
+    )

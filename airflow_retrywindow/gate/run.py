@@ -1,0 +1,132 @@
+"""The gate over one DAG run, top to bottom: read, observe, decide.
+
+:func:`decide_run` is the whole path the gate operator and the sensor share:
+it finds the targets in the run's DAG, reads one snapshot of the run through
+the REST API, observes each target, and decides. They then record the
+decision (:mod:`~airflow_retrywindow.gate.record`) and skip what may not run.
+
+This module and :mod:`~airflow_retrywindow.gate.targets` are the gate's
+Airflow-facing parts: they take the task context, the DAG's tasks and the
+connection to the API (Airflow is imported when they run, not on import). The
+stages (:mod:`~airflow_retrywindow.gate.snapshot`,
+:mod:`~airflow_retrywindow.gate.observe`, :mod:`~airflow_retrywindow.gate.decide`,
+:mod:`~airflow_retrywindow.gate.record`) import no Airflow.
+
+Any problem - a target outside the DAG, settings the model cannot express, an
+unreachable API, a missing connection, a fixture the model refuses - raises
+:class:`RetryWindowGateError`: the caller must then not let the guarded work run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pendulum
+
+from airflow_retrywindow.exceptions import RetryWindowGateError
+from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.decide import DecisionTable, decide
+from airflow_retrywindow.gate.observations import parse_observations
+from airflow_retrywindow.gate.observe import observe_run
+from airflow_retrywindow.gate.snapshot import RunReader, read_snapshot
+from airflow_retrywindow.gate.targets import resolve_targets
+from airflow_retrywindow.redaction import describe_exception
+from airflow_retrywindow.timing.deadline import Deadline
+from airflow_retrywindow.timing.work import Work
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """What a gate decides about, and how it reads the run.
+
+    :param targets: task id -> the estimate for one attempt of it.
+    :param deadline: when the delivery is due.
+    :param max_observation_age: the allowed age of an observation, whole seconds.
+    :param conn_id: the Airflow connection to the REST API.
+    :param page_size: rows asked for per page.
+    :param timeout: seconds to wait for each request.
+    """
+
+    targets: Mapping[str, Work]
+    deadline: Deadline
+    max_observation_age: int
+    conn_id: str
+    page_size: int
+    timeout: float
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """What the gate decided about one run, and how it read the run.
+
+    :param table: the decisions.
+    :param requests: REST API requests made.
+    :param api: the API's base URL, without credentials.
+    """
+
+    table: DecisionTable
+    requests: int
+    api: str
+
+
+def decide_run(
+    settings: GateSettings,
+    context: Mapping[str, Any],
+    *,
+    observations: object = None,
+    budget: Budget | None = None,
+) -> GateDecision:
+    """Decide every target of the context's run now.
+
+    :param settings: the gate's settings.
+    :param context: the Airflow task context of the deciding task.
+    :param observations: the rendered explicit observations, if any.
+    :param budget: the rendered resource budget, if any.
+    :raises RetryWindowGateError: when anything stops a sound decision.
+    """
+    with _fail_closed():
+        dag, run = context["dag"], context["dag_run"]
+        targets = resolve_targets(dag, settings.targets)
+        deadline = settings.deadline.resolve(context)
+        # bad observations are refused before any request is made
+        explicit = parse_observations(
+            observations, [target.task_id for target in targets], as_of=pendulum.now("UTC")
+        )
+        snapshot = read_snapshot(_client(settings), str(dag.dag_id), str(run.run_id), targets)
+        observed = observe_run(targets, snapshot, explicit)
+        table = decide(
+            observed,
+            as_of=pendulum.now("UTC"),
+            deadline=deadline,
+            max_observation_age=settings.max_observation_age,
+            origin=context.get("data_interval_start"),
+            pools=snapshot.pools,
+            budget=budget,
+        )
+        return GateDecision(table=table, requests=snapshot.requests, api=snapshot.api)
+
+
+def _client(settings: GateSettings) -> RunReader:
+    """The REST API reader of the gate's connection (no request is made yet)."""
+    from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
+
+    hook = AirflowApiHook(settings.conn_id, page_size=settings.page_size, timeout=settings.timeout)
+    return hook.get_conn()
+
+
+@contextmanager
+def _fail_closed() -> Iterator[None]:
+    """Turn any error into a :class:`RetryWindowGateError`, so the guarded work does not run."""
+    try:
+        yield
+    except RetryWindowGateError:
+        raise
+    except Exception as error:
+        # the message may be stored (the task's failure): secrets masked, length capped
+        raise RetryWindowGateError(
+            f"the retry window gate could not decide, so the guarded work does not run: "
+            f"{describe_exception(error)}"
+        ) from error

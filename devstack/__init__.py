@@ -1,0 +1,14 @@
+"""Development tooling: a real Airflow started natively, and the commands that use it.
+
+Not part of the provider (the wheel ships ``airflow_retrywindow`` only). Run the
+entry points as modules from the repository root, as the Makefile does:
+
+* ``python -m devstack.demo`` (``make demo``): the example DAG end to end, headless;
+* ``python -m devstack.up`` (``make up``): ``airflow standalone`` with the example DAG;
+* ``python -m devstack.distributed`` (``make test-distributed``): the example on
+  CeleryExecutor, PostgreSQL and Redis.
+
+:mod:`devstack.stack` starts and stops the services; :mod:`devstack.example`
+holds what the example DAG must do on each kind of day. The end-to-end tests
+import both.
+"""

@@ -1,0 +1,256 @@
+"""A small imitation of Airflow's REST API v2, served for real on 127.0.0.1.
+
+It answers the reads the hook makes, with JSON shaped like the API server's
+(the ``apache-airflow-client`` models parse it strictly), pages listings by
+``total_entries``, issues JWT-like tokens at ``POST /auth/token``, refuses stale
+ones with 401, and records every request. With a TLS context it serves https.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import ssl
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+VERSION = "3.3.2"
+START = datetime(2026, 3, 2, 5, 0, tzinfo=timezone.utc)
+
+
+def stamp(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def task_instance(
+    task_id: str, *, dag_id: str = "etl", run_id: str = "run_1", try_number: int = 1
+) -> dict[str, Any]:
+    """One ``TaskInstanceResponse``: a failed try of ``task_id``."""
+    return {
+        "id": str(uuid.uuid4()),
+        "dag_id": dag_id,
+        "dag_display_name": dag_id,
+        "dag_run_id": run_id,
+        "task_id": task_id,
+        "task_display_name": task_id,
+        "map_index": -1,
+        "state": "failed",
+        "try_number": try_number,
+        "max_tries": 3,
+        "start_date": stamp(START),
+        "end_date": stamp(START + timedelta(minutes=4)),
+        "run_after": stamp(START),
+        "logical_date": stamp(START),
+        "executor_config": "{}",
+        "pool": "default_pool",
+        "pool_slots": 1,
+        "priority_weight": 1,
+        "queue": "default",
+    }
+
+
+def xcom_entry(
+    task_id: str, key: str, *, dag_id: str = "etl", run_id: str = "run_1"
+) -> dict[str, Any]:
+    """One ``XComResponse`` of the listing (keys only, no value)."""
+    return {
+        "dag_id": dag_id,
+        "dag_display_name": dag_id,
+        "run_id": run_id,
+        "task_id": task_id,
+        "task_display_name": task_id,
+        "map_index": -1,
+        "key": key,
+        "timestamp": stamp(START + timedelta(minutes=4)),
+        "run_after": stamp(START),
+        "logical_date": stamp(START),
+    }
+
+
+def pool(name: str, slots: int, occupied: int = 0, deferred: int = 0) -> dict[str, Any]:
+    """One ``PoolResponse``."""
+    return {
+        "name": name,
+        "slots": slots,
+        "occupied_slots": occupied,
+        "running_slots": occupied,
+        "queued_slots": 0,
+        "scheduled_slots": 0,
+        "deferred_slots": deferred,
+        "open_slots": slots - occupied if slots >= 0 else -1,
+        "include_deferred": False,
+        "description": None,
+    }
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request the server received."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: Any
+    authorization: str | None
+
+
+@dataclass
+class FakeAirflowApi:
+    """The API server's state; :func:`serve` runs it.
+
+    :param users: who may get a token, user -> password.
+    :param task_instances: what ``taskInstances/list`` lists (filtered by task id).
+    :param xcoms: what the XCom listing lists (filtered by key prefix).
+    :param pools: what ``GET /pools`` lists.
+    :param max_page: the server's cap on a page, like ``[api] maximum_page_limit``.
+    """
+
+    users: dict[str, str] = field(default_factory=lambda: {"reader": "reader-pw"})
+    task_instances: list[dict[str, Any]] = field(default_factory=list)
+    xcoms: list[dict[str, Any]] = field(default_factory=list)
+    pools: list[dict[str, Any]] = field(default_factory=list)
+    max_page: int = 1000
+    #: tokens a read accepts; :meth:`expire_tokens` empties it
+    valid_tokens: set[str] = field(default_factory=set)
+    #: when set, no token is ever accepted (a server whose signing key differs)
+    refuse_every_token: bool = False
+    received: list[Request] = field(default_factory=list)
+    _numbers: Iterator[int] = field(default_factory=itertools.count)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def issue_token(self) -> str:
+        """A token reads accept, as if issued to a user."""
+        with self._lock:
+            token = f"jwt-{next(self._numbers)}"
+            self.valid_tokens.add(token)
+        return token
+
+    def expire_tokens(self) -> None:
+        """Every token issued so far becomes stale: reads answer 401."""
+        with self._lock:
+            self.valid_tokens.clear()
+
+    def paths(self) -> list[str]:
+        """The paths requested, in order."""
+        return [request.path for request in self.received]
+
+    # -- answering ----------------------------------------------------------------------
+
+    def answer(self, request: Request) -> tuple[int, Any]:
+        with self._lock:
+            self.received.append(request)
+        route = (request.method, request.path)
+        if route == ("POST", "/auth/token"):
+            return self._token(request.body)
+        if route == ("GET", "/api/v2/version"):  # public, as in Airflow
+            return 200, {"version": VERSION, "git_version": None}
+        if route == ("POST", "/api/v2/dags/~/dagRuns/~/taskInstances/list"):
+            wanted = set(request.body.get("task_ids") or [])
+            rows = [row for row in self.task_instances if row["task_id"] in wanted]
+            offset = int(request.body.get("page_offset") or 0)
+            limit = int(request.body.get("page_limit") or 100)
+            listing = "task_instances"
+        elif request.method == "GET" and request.path.endswith("/taskInstances/~/xcomEntries"):
+            prefix = request.query.get("xcom_key_prefix_pattern", [""])[0]
+            rows = [row for row in self.xcoms if row["key"].startswith(prefix)]
+            offset, limit = self._limits(request.query)
+            listing = "xcom_entries"
+        elif route == ("GET", "/api/v2/pools"):
+            rows = self.pools
+            offset, limit = self._limits(request.query)
+            listing = "pools"
+        else:
+            return 404, {"detail": "Not Found"}
+        if not self._authorized(request.authorization):
+            return 401, {"detail": "Not authenticated"}
+        size = min(limit, self.max_page)
+        return 200, {listing: rows[offset : offset + size], "total_entries": len(rows)}
+
+    def _token(self, body: Any) -> tuple[int, Any]:
+        user = body.get("username") if isinstance(body, dict) else None
+        if not isinstance(user, str) or self.users.get(user) != body.get("password"):
+            return 401, {"detail": "Invalid username or password"}
+        return 201, {"access_token": self.issue_token()}
+
+    def _authorized(self, header: str | None) -> bool:
+        if not header or not header.startswith("Bearer "):
+            return False
+        with self._lock:
+            return not self.refuse_every_token and header[7:] in self.valid_tokens
+
+    def _limits(self, query: dict[str, list[str]]) -> tuple[int, int]:
+        return int(query.get("offset", ["0"])[0]), int(query.get("limit", ["100"])[0])
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as urllib3 expects
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        parts = urlsplit(self.path)
+        request = Request(
+            self.command,
+            parts.path,
+            parse_qs(parts.query),
+            body,
+            self.headers.get("Authorization"),
+        )
+        status, payload = self.server.api.answer(request)
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    api: FakeAirflowApi
+
+
+@dataclass
+class Served:
+    """A running server: its URL and its state."""
+
+    url: str
+    api: FakeAirflowApi
+
+
+def serve(api: FakeAirflowApi, tls: ssl.SSLContext | None = None) -> Iterator[Served]:
+    """Serve ``api`` on a free port of 127.0.0.1 until the generator is closed."""
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.api = api
+    scheme = "http"
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield Served(f"{scheme}://127.0.0.1:{server.server_address[1]}", api)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
