@@ -294,6 +294,7 @@ def sqlite_stack(
     dag_ids: Sequence[str],
     *,
     dags_folder: Path = ROOT / "dags",
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[AirflowStack]:
     """A stack on a SQLite DB in ``home``, its services up and its DAGs parsed; stopped after.
 
@@ -301,9 +302,13 @@ def sqlite_stack(
     :param services: the services to start (names of ``SERVICES``).
     :param dag_ids: the DAGs to wait for before the stack is handed out.
     :param dags_folder: the DAG bundle folder the services parse.
+    :param extra_env: more ``AIRFLOW__...`` settings for every service.
     """
     stack = AirflowStack(
-        home=home, database_url=f"sqlite:///{home}/airflow.db", dags_folder=dags_folder
+        home=home,
+        database_url=f"sqlite:///{home}/airflow.db",
+        dags_folder=dags_folder,
+        extra_env=dict(extra_env or {}),
     )
     stack.prepare()
     try:

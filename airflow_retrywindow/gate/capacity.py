@@ -20,7 +20,10 @@ the pool has ``include_deferred``, exactly as Airflow counts them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_retrywindow.hooks.airflow_api import PoolRow
 
 FITS_NOW = "fits-now"
 WAIT_CAPACITY = "wait-capacity"
@@ -28,23 +31,6 @@ CAPACITY_INFEASIBLE = "capacity-infeasible"
 
 #: Airflow's marker for a pool without a limit
 UNLIMITED = -1
-
-
-class PoolNumbers(Protocol):
-    """Anything with a pool's numbers under :class:`PoolState`'s field names."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def slots(self) -> int: ...
-    @property
-    def occupied(self) -> int: ...
-    @property
-    def deferred(self) -> int: ...
-    @property
-    def open(self) -> int: ...
-    @property
-    def include_deferred(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +54,7 @@ class PoolState:
     include_deferred: bool
 
     @classmethod
-    def of(cls, row: PoolNumbers) -> PoolState:
+    def of(cls, row: PoolRow) -> PoolState:
         """The pool state of a row with the same fields, e.g. the API reader's ``PoolRow``.
 
         :param row: the pool as reported.

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.gate.airflow_states import failed, latest_try, needs_history
-from airflow_retrywindow.gate.capacity import PoolNumbers, PoolState
+from airflow_retrywindow.gate.capacity import PoolState
 from airflow_retrywindow.policies import evidence
 
 if TYPE_CHECKING:
     from airflow_retrywindow.gate.targets import Target
-    from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow, XComKey
+    from airflow_retrywindow.hooks.airflow_api import PoolRow, TaskInstanceRow, XComKey
 
 #: the XCom keys a RetryWindowPolicy leaves (evidence and failure class)
 POLICY_XCOM_PREFIX = "retry_window."
@@ -51,7 +51,7 @@ class RunReader(Protocol):
 
     def xcom_value(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any: ...
 
-    def pools(self, names: Collection[str]) -> Mapping[str, PoolNumbers]: ...
+    def pools(self, names: Collection[str]) -> Mapping[str, PoolRow]: ...
 
 
 @dataclass(frozen=True)

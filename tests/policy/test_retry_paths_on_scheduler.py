@@ -27,7 +27,7 @@ import pendulum
 import psutil
 import pytest
 
-from devstack.stack import AirflowStack
+from devstack.stack import AirflowStack, sqlite_stack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -72,30 +72,19 @@ class Run:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
-    """The stack of ``sqlite_stack``, with a short heartbeat timeout and the secret."""
+    """A SQLite stack with a short heartbeat timeout and the secret in its environment."""
     home = tmp_path_factory.mktemp("scheduler-paths")
     dags = home / "dags"
     shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__"))
-    running = AirflowStack(
-        home=home,
-        database_url=f"sqlite:///{home}/airflow.db",
-        dags_folder=dags,
-        extra_env={
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "1",
-            # healthy supervisors heartbeat every 2 s (default 5), far inside the timeout
-            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
-            SECRET_ENV: SECRET,
-        },
-    )
-    running.prepare()
-    try:
-        running.start(*SERVICES)
-        for dag_id in TASKS:
-            running.wait_for_dag(dag_id)
+    settings = {
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "1",
+        # healthy supervisors heartbeat every 2 s (default 5), far inside the timeout
+        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+        SECRET_ENV: SECRET,
+    }
+    with sqlite_stack(home, SERVICES, list(TASKS), dags_folder=dags, extra_env=settings) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="module")
