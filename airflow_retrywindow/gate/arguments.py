@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_retrywindow.gate.budget import Budget
 from airflow_retrywindow.gate.run import GateSettings
+from airflow_retrywindow.hooks.airflow_api import MAX_PAGE_SIZE
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.work import Work
@@ -207,9 +208,11 @@ def flag_argument(value: object, name: str) -> bool:
 
 
 def page_size_argument(value: object) -> int:
-    """Check ``page_size``: rows per API page, 1 to 1000."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
-        raise ValueError(f"page_size must be a whole number from 1 to 1000, got {value!r}")
+    """Check ``page_size``: rows per API page, 1 to ``MAX_PAGE_SIZE``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PAGE_SIZE:
+        raise ValueError(
+            f"page_size must be a whole number from 1 to {MAX_PAGE_SIZE}, got {value!r}"
+        )
     return value
 
 

@@ -73,6 +73,8 @@ __all__ = [
 DEFAULT_CONN_ID = "airflow_api_default"
 #: rows per page asked for; the server may cap it (``[api] maximum_page_limit``)
 DEFAULT_PAGE_SIZE = 100
+#: the most rows per page asked for (Airflow's own ``[api] maximum_page_limit`` default)
+MAX_PAGE_SIZE = 1000
 #: seconds to wait for each request
 DEFAULT_TIMEOUT = 30.0
 
@@ -474,14 +476,14 @@ class AirflowApi:
 def check_reading_settings(page_size: object, timeout: object) -> None:
     """Refuse a page size or timeout the reader cannot use.
 
-    :param page_size: rows asked for per page, 1 to 1000.
+    :param page_size: rows asked for per page, 1 to :data:`MAX_PAGE_SIZE`.
     :param timeout: seconds to wait for each request, more than 0.
     :raises ValueError: naming the setting and the value.
     """
     if isinstance(page_size, bool) or not isinstance(page_size, int):
         raise ValueError(f"page_size must be a whole number, got {page_size!r}")
-    if not 1 <= page_size <= 1000:
-        raise ValueError(f"page_size must be from 1 to 1000, got {page_size}")
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise ValueError(f"page_size must be from 1 to {MAX_PAGE_SIZE}, got {page_size}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
 
