@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $@
 
 install: $(STAMP)
+	@bash devstack/install_browser.sh
+	@bash devstack/install_compose.sh
 
 test: install
 	$(BIN)/python -m pytest

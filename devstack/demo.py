@@ -30,9 +30,10 @@ def policy_decisions(stack: AirflowStack, run_id: str) -> list[str]:
     ]
 
 
-def explain(fixture: object) -> str:
+def explain(fixture: object, origin: str | None) -> str:
+    wall_clock = ["--origin", origin] if origin else []
     done = subprocess.run(
-        [sys.executable, "-m", "airflow_retrywindow", "explain"],
+        [sys.executable, "-m", "airflow_retrywindow", "explain", *wall_clock],
         input=json.dumps(fixture),
         capture_output=True,
         text=True,
@@ -52,7 +53,7 @@ def show(stack: AirflowStack, title: str, run_id: str, state: str) -> None:
     if isinstance(record, dict):
         print("\nretry_gate's decision table (airflow-retrywindow explain of its fixtures):")
         for fixture in record.get("fixtures", []):
-            print(explain(fixture.get("fixture", fixture)))
+            print(explain(fixture.get("fixture", fixture), fixture.get("origin")))
     impact = xcom(stack, run_id, "communicate_impact")
     if impact:
         print(f"\nImpact communicated instead of a retry:\n  {impact}")

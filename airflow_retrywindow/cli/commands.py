@@ -44,7 +44,15 @@ _EXPLAIN = """\
 Show the same decisions for people: a table with each task's decision, backoff,
 earliest start, estimated finish and slack to the deadline, then a one-line
 status update per task (what is confirmed, what is still unknown, the next
-action and when the next evidence is due), then what the model does not claim."""
+action and when the next evidence is due), then what the model does not claim.
+
+Times are model seconds (t=103) unless --origin gives the clock origin stored
+next to the fixture in a decision record: then they are UTC wall-clock times."""
+
+_ORIGIN_HELP = (
+    "the clock origin stored with the fixture (the record's 'origin', e.g. "
+    "2026-12-01T10:00:00Z): print UTC wall-clock times instead of t=seconds"
+)
 
 _PLAN = """\
 Write out the attempts a retry policy allows, with the wait before each, and
@@ -83,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.add_argument("file", nargs="?", default="-", metavar="FILE", help=_FIXTURE_HELP)
+        if name == "explain":
+            command.add_argument("--origin", metavar="TIME", help=_ORIGIN_HELP)
     planner = commands.add_parser(
         "plan",
         help="lay out a retry policy's attempts and translate its budget",
@@ -107,7 +117,7 @@ def run_command(args: list[str]) -> int:
     if options.command == "explain":
         from airflow_retrywindow.cli.explain import run as explain
 
-        return explain(options.file)
+        return explain(options.file, options.origin)
     if options.command == "plan":
         from airflow_retrywindow.cli import plan
 

@@ -116,9 +116,15 @@ class Clock:
     @classmethod
     def from_iso(cls, text: str) -> Clock:
         """The clock whose origin was recorded as ``text`` by :meth:`iso`."""
-        parsed = pendulum.parse(text)
+        try:
+            # tz=None keeps a time without an offset naive, so it is refused below
+            parsed = pendulum.parse(text, tz=None, strict=True)
+        except ValueError:
+            parsed = None
         if not isinstance(parsed, pendulum.DateTime):
-            raise ClockError(f"clock origin must be a date and time, got {text!r}")
+            raise ClockError(
+                f"clock origin must be an ISO 8601 date and time with an offset, got {text!r}"
+            )
         return cls(origin=require_aware(parsed, "origin"))
 
 

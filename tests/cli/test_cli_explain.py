@@ -122,3 +122,44 @@ def test_terminal_and_passed_deadline_wording() -> None:
         "As of t=100 the deadline t=90 passed 10 s ago."
         in run_cli("explain", stdin=json.dumps(payload).encode()).stdout.decode()
     )
+
+
+ORIGIN = "2026-12-01T10:00:00Z"
+
+
+def test_explain_with_origin_prints_wall_clock_times() -> None:
+    fixture = Fixture.from_dict(json.loads(CASE.read_text(encoding="utf-8")))
+    process = run_cli("explain", "--origin", ORIGIN, str(CASE))
+
+    assert process.returncode == 0 and process.stderr == b""
+    text = process.stdout.decode()
+    assert "t=" not in text.replace("t=0 is", "")
+    assert text.splitlines()[0] == (
+        f"Times are UTC, on 2026-12-01 unless dated; model time t=0 is {ORIGIN}."
+    )
+    # asOf is t=100 and the deadline t=140: 100 and 140 seconds after the origin
+    assert (
+        f"As of 10:01:40Z the deadline 10:02:20Z is {fixture.deadline - fixture.as_of} s away."
+        in text
+    )
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line[:1].isalpha()}
+    assert rows["report"][4:6] == ["10:01:43Z", "10:02:08Z"]  # t=103 and t=128
+    assert rows["load"][4:6] == ["10:01:40Z", "10:02:20Z"]
+
+
+def test_explain_dates_times_that_fall_on_another_day() -> None:
+    process = run_cli("explain", "--origin", "2026-12-01T23:59:00Z", str(CASE))
+
+    text = process.stdout.decode()
+    # asOf (t=100) is on 12-02; nothing is dated from the day before
+    assert "As of 00:00:40Z the deadline 00:01:20Z" in text
+    assert "on 2026-12-02 unless dated" in text
+
+
+@pytest.mark.parametrize("origin", ["garbage", "2026-12-01T10:00:00", "2026-13-01T00:00:00Z"])
+def test_explain_refuses_an_origin_that_is_not_an_aware_time(origin: str) -> None:
+    process = run_cli("explain", "--origin", origin, str(CASE))
+
+    assert process.returncode == 2 and process.stdout == b""
+    reason = refusal_lines(process)[1]
+    assert reason.startswith("--origin: ") and origin in reason
