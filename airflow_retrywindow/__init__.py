@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "check_dag": "airflow_retrywindow.policies.check",
     "RetryWindowGateOperator": "airflow_retrywindow.operators.gate",
     "RetryWindowSensor": "airflow_retrywindow.sensors.retry_window",
+    "RetryWindowNotifier": "airflow_retrywindow.notifications.notifier",
 }
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "Deadline",
     "OutcomeUnknown",
     "RetryWindowGateOperator",
+    "RetryWindowNotifier",
     "RetryWindowPolicy",
     "RetryWindowSensor",
     "TerminalFailure",
@@ -47,6 +49,7 @@ __all__ = [
 if TYPE_CHECKING:
     from airflow_retrywindow.exceptions import OutcomeUnknown, TerminalFailure
     from airflow_retrywindow.gate.budget import Budget
+    from airflow_retrywindow.notifications.notifier import RetryWindowNotifier
     from airflow_retrywindow.operators.gate import RetryWindowGateOperator
     from airflow_retrywindow.policies.check import check_dag
     from airflow_retrywindow.policies.retry_policy import RetryWindowPolicy

@@ -99,3 +99,30 @@ class BudgetError(ValueError):
 
 class RetryWindowGateError(RuntimeError):
     """The gate could not decide, so it refuses: the guarded work must not run."""
+
+
+# -- notifications -------------------------------------------------------------------
+
+
+class InvalidNotifier(ValueError):
+    """A notifier argument that cannot be used, with the argument and value named."""
+
+
+# -- the Retry window view -----------------------------------------------------------
+
+
+class RecordError(ValueError):
+    """A stored decision (evidence or a decision record) that the view cannot read.
+
+    :param field: the field in the stored value's spelling, e.g. ``origin``.
+    :param value: what was stored there.
+    :param problem: what it must be.
+    """
+
+    def __init__(self, field: str, value: object, problem: str) -> None:
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(f"{field} {problem}, got {shown}")
+        self.field = field
+        self.problem = problem

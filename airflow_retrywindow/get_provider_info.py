@@ -42,4 +42,6 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "connection-types": [connection_type_info()],
+        "extra-links": ["airflow_retrywindow.plugins.link.RetryWindowLink"],
+        "notifications": ["airflow_retrywindow.notifications.notifier.RetryWindowNotifier"],
     }

@@ -1,6 +1,8 @@
-"""The retry window gate over 200 targets, against a real Airflow API server.
+"""The retry window gate over 200 targets and over 1,000 map indexes, against a real
+Airflow API server.
 
-Run from the work tree: ``python benchmarks/gate_api.py [--targets 200] [--rounds 5]``.
+Run from the work tree:
+``python benchmarks/gate_api.py [--targets 200] [--map-indexes 1000] [--rounds 5]``.
 
 It builds a throwaway Airflow (SQLite metadata DB, ``airflow api-server`` on a
 free loopback port, a viewer user), runs a DAG whose 200 targets really
@@ -10,9 +12,17 @@ growing numbers of targets and two page sizes. For each it prints the requests
 the gate made (counted by the client and, independently, in the API server's
 access log) and the wall time of one whole decision, API reads included.
 
+Then it runs a second DAG, one task mapped over 1,000 map indexes under a
+``RetryWindowPolicy`` (every 50th loses its outcome), and decides that one
+target, every map index on its own, at the default page size and at 100.
+
 Target (PASS/FAIL; the exit status is 1 if it fails): the requests follow the
 pages, ``1 token + ceil(task instances / page) + ceil(XCom keys / page) +
-ceil(pools / page)``, and never the number of targets.
+ceil(pools / page)``, and never the number of targets nor of map indexes (the
+XCom key and pool listings are GET requests, whose pages the server caps at its
+``[api] maximum_page_limit``, 100 by default; the task instance listing is not
+capped); and the gate over 1,000 map indexes, at the default page size, makes at
+most a dozen requests.
 """
 
 from __future__ import annotations
@@ -38,7 +48,12 @@ from types import SimpleNamespace
 from typing import Any
 
 DAG_ID = "rw_gate_bench"
+MAPPED_DAG_ID = "rw_gate_bench_mapped"
 VIEWER = "rw_bench_viewer"
+#: the server's default ``[api] maximum_page_limit``: the most rows a GET listing returns
+SERVER_PAGE_CAP = 100
+#: the most requests the gate may make over 1,000 map indexes at the default page size
+MAPPED_REQUEST_LIMIT = 12
 
 DAG_FILE = textwrap.dedent(
     '''
@@ -88,6 +103,34 @@ DAG_FILE = textwrap.dedent(
             trigger_rule="all_done",
         )
         targets >> gate
+    '''
+)
+
+MAPPED_DAG_FILE = textwrap.dedent(
+    '''
+    """One load mapped over {map_indexes} map indexes for the gate benchmark."""
+
+    import pendulum
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG, task
+
+    from airflow_retrywindow import Deadline, OutcomeUnknown, RetryWindowPolicy
+
+    DEADLINE = Deadline.after_data_interval_end(hours=6)
+    POLICY = RetryWindowPolicy(deadline=DEADLINE, duration=60, validation=30, safe_repeat=True)
+
+    with DAG("{dag_id}", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+
+        @task(retries=2, retry_policy=POLICY)
+        def load(index):
+            if index % 50 == 7:
+                raise OutcomeUnknown("response lost after submission")
+            return index
+
+        # the run succeeds whatever the loads did: "airflow dags test" then exits 0
+        load.expand(index=list(range({map_indexes}))) >> EmptyOperator(
+            task_id="done", trigger_rule="all_done"
+        )
     '''
 )
 
@@ -180,6 +223,7 @@ def decide_once(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--targets", type=int, default=200)
+    parser.add_argument("--map-indexes", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     options = parser.parse_args()
 
@@ -211,6 +255,9 @@ def main() -> int:
     (home / "dags" / f"{DAG_ID}.py").write_text(
         DAG_FILE.format(targets=options.targets, dag_id=DAG_ID)
     )
+    (home / "dags" / f"{MAPPED_DAG_ID}.py").write_text(
+        MAPPED_DAG_FILE.format(map_indexes=options.map_indexes, dag_id=MAPPED_DAG_ID)
+    )
     log(f"Airflow home {home}")
     airflow("db", "migrate", env=env)
     server = start_api_server(home, env, port)
@@ -219,13 +266,19 @@ def main() -> int:
         began = time.monotonic()
         airflow("dags", "test", DAG_ID, env=env)
         log(f"run finished in {time.monotonic() - began:.0f} s")
-        return measure(home, options.targets, options.rounds)
+        ok = measure(home, options.targets, options.rounds)
+        log(f"running {MAPPED_DAG_ID}: one load over {options.map_indexes} map indexes")
+        began = time.monotonic()
+        airflow("dags", "test", MAPPED_DAG_ID, env=env)
+        log(f"run finished in {time.monotonic() - began:.0f} s")
+        ok &= measure_mapped(home, options.map_indexes, options.rounds)
+        return 0 if ok else 1
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
 
 
-def measure(home: Path, total: int, rounds: int) -> int:
+def measure(home: Path, total: int, rounds: int) -> bool:
     from airflow.dag_processing.dagbag import DagBag
     from airflow.models.dagrun import DagRun
 
@@ -237,12 +290,12 @@ def measure(home: Path, total: int, rounds: int) -> int:
         data_interval_end=found.data_interval_end,
     )
     # in DAG order (lost, failed, done, done, done, ...): every prefix is a fair mix
-    keys = _policy_keys(run.run_id)
+    keys = _policy_keys(DAG_ID, run.run_id)
     all_targets = sorted(
         (task_id for task_id in dag.task_dict if task_id != "gate"),
         key=lambda task_id: task_id.rsplit("_", 1)[1],
     )
-    recorded = json.loads(json.dumps(_gate_record(run.run_id)))
+    recorded = json.loads(json.dumps(_gate_record(DAG_ID, run.run_id)))
     print()
     print(f"the gate task in the run: {recorded['requests']} requests for {total} targets")
     print(f"retry-window XCom keys in the run: {keys}")
@@ -258,7 +311,7 @@ def measure(home: Path, total: int, rounds: int) -> int:
             failing = [t for t in targets if not t.startswith("done_")]
             # the XCom keys are listed for the whole run (two per policy failure: the
             # evidence and its class), once any target failed; pools: default_pool only
-            key_pages = max(1, math.ceil(keys / page_size)) if failing else 0
+            key_pages = _key_pages(keys, page_size) if failing else 0
             expected = 1 + math.ceil(count / page_size) + key_pages + 1
             times, requests, seen = [], [], []
             counts: dict[str, int] = {}
@@ -282,10 +335,66 @@ def measure(home: Path, total: int, rounds: int) -> int:
         + ": requests follow the pages (token + task-instance pages + XCom-key pages + pool "
         "pages), not the targets"
     )
-    return 0 if ok else 1
+    return ok
 
 
-def _policy_keys(run_id: str) -> int:
+def measure_mapped(home: Path, total: int, rounds: int) -> bool:
+    """Decide the one mapped target of the mapped run: every map index, by pages."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.dagrun import DagRun
+
+    from airflow_retrywindow.hooks.airflow_api import DEFAULT_PAGE_SIZE
+
+    dag = DagBag(dag_folder=str(home / "dags")).get_dag(MAPPED_DAG_ID)
+    found = DagRun.find(dag_id=MAPPED_DAG_ID)[0]
+    run = SimpleNamespace(
+        run_id=found.run_id,
+        data_interval_start=found.data_interval_start,
+        data_interval_end=found.data_interval_end,
+    )
+    keys = _policy_keys(MAPPED_DAG_ID, run.run_id)
+    print()
+    print(f"one target mapped over {total} map indexes; retry-window XCom keys in the run: {keys}")
+    print()
+    print(f"{'page':>5} {'requests':>9} {'server saw':>11} {'expected':>9} "
+          f"{'median s':>9} {'max s':>7}  decisions")  # fmt: skip
+    ok = True
+    for page_size in (DEFAULT_PAGE_SIZE, 100):
+        expected = 1 + math.ceil(total / page_size) + _key_pages(keys, page_size) + 1
+        times, requests, seen = [], [], []
+        counts: dict[str, int] = {}
+        for _ in range(rounds):
+            before = access_log_requests(home)
+            made, elapsed, counts = decide_once(dag, run, ["load"], page_size)
+            time.sleep(0.2)  # let the access log flush
+            seen.append(access_log_requests(home) - before)
+            requests.append(made)
+            times.append(elapsed)
+        fine = set(requests) == {expected} and set(seen) == {expected}
+        fine &= sum(counts.values()) == total  # every map index decided
+        if page_size == DEFAULT_PAGE_SIZE:
+            fine &= max(requests) <= MAPPED_REQUEST_LIMIT
+        ok &= fine
+        print(
+            f"{page_size:>5} {requests[0]:>9} {seen[0]:>11} {expected:>9} "
+            f"{statistics.median(times):>9.3f} {max(times):>7.3f}  "
+            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        )
+    print()
+    print(
+        ("PASS" if ok else "FAIL")
+        + f": {total} map indexes, each decided, in at most {MAPPED_REQUEST_LIMIT} requests at "
+        "the default page size; the requests follow the pages, not the map indexes"
+    )
+    return ok
+
+
+def _key_pages(keys: int, page_size: int) -> int:
+    """Pages of the XCom key listing: a GET, whose page the server caps."""
+    return max(1, math.ceil(keys / min(page_size, SERVER_PAGE_CAP)))
+
+
+def _policy_keys(dag_id: str, run_id: str) -> int:
     import sqlite3
 
     with sqlite3.connect(Path(os.environ["AIRFLOW_HOME"]) / "airflow.db") as db:
@@ -293,19 +402,19 @@ def _policy_keys(run_id: str) -> int:
             db.execute(
                 "select count(*) from xcom where dag_id=? and run_id=? "
                 "and key like 'retry_window.%'",
-                (DAG_ID, run_id),
+                (dag_id, run_id),
             ).fetchone()[0]
         )
 
 
-def _gate_record(run_id: str) -> dict[str, Any]:
+def _gate_record(dag_id: str, run_id: str) -> dict[str, Any]:
     import sqlite3
 
     with sqlite3.connect(Path(os.environ["AIRFLOW_HOME"]) / "airflow.db") as db:
         value = db.execute(
             "select value from xcom where dag_id=? and run_id=? and task_id='gate' "
             "and key='return_value'",
-            (DAG_ID, run_id),
+            (dag_id, run_id),
         ).fetchone()[0]
     decoded = json.loads(value)
     return json.loads(decoded) if isinstance(decoded, str) else decoded  # type: ignore[no-any-return]

@@ -12,9 +12,20 @@ import os
 import sys
 from pathlib import Path
 
+from devstack.example import DAG_ID
 from devstack.stack import ADMIN, ROOT, AirflowStack
 
 PORT = 8080
+
+
+def view_help(url: str) -> str:
+    """Where the Retry window view is, once a run has decided something."""
+    run = f"{url}/retry-window/dags/{DAG_ID}/runs/<run id>"
+    return (
+        "Retry window view: open a task instance of a run and pick its 'Retry window' tab\n"
+        "(every decision of the run: the run's 'Retry window' tab; the gate and the sensor\n"
+        f"link to theirs). Without the UI around it: {run}\n"
+    )
 
 
 def main() -> None:
@@ -22,7 +33,8 @@ def main() -> None:
     stack = AirflowStack(home=home, database_url=f"sqlite:///{home}/airflow.db", port=PORT)
     stack.prepare()
     print(f"\nAirflow UI: http://localhost:{PORT}  (login {ADMIN[0]} / password {ADMIN[1]})")
-    print("The example DAG is retry_window_example; trigger it from the UI. Ctrl-C stops.\n")
+    print("The example DAG is retry_window_example; trigger it from the UI. Ctrl-C stops.")
+    print(view_help(f"http://localhost:{PORT}"))
     airflow = str(Path(sys.executable).with_name("airflow"))
     os.execve(airflow, [airflow, "standalone"], stack.env)
 

@@ -5,6 +5,8 @@ record the decision. The operator and the sensor are thin Airflow classes over i
 * :mod:`~airflow_retrywindow.gate.run` - the orchestration, top to bottom
   (``decide_run``), and the gate's settings;
 * :mod:`~airflow_retrywindow.gate.targets` - the targets as tasks of the gate's DAG;
+* :mod:`~airflow_retrywindow.gate.instances` - a target's task instances (one per
+  map index of a mapped target) and their model ids;
 * :mod:`~airflow_retrywindow.gate.snapshot` - read: one snapshot of the run from the API;
 * :mod:`~airflow_retrywindow.gate.airflow_states` - what Airflow's states say of a try;
 * :mod:`~airflow_retrywindow.gate.observations` - explicit observations, as given;

@@ -14,6 +14,7 @@ never tried (``try_number`` 0)                             ``not-attempted`` (no
                                                            a first run is not a retry)
 ========================================================  ============================
 
+Each task instance is judged on its own: every map index of a mapped target too.
 A task instance reset since its last try (``None``, ``skipped``,
 ``upstream_failed``, ``removed``: after a manual clear, a skip, an upstream
 failure or a DAG change) is judged by that last try, read from the task's
@@ -31,6 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from airflow_retrywindow.exceptions import TargetError
+from airflow_retrywindow.gate.instances import label
 
 if TYPE_CHECKING:
     from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
@@ -59,7 +61,8 @@ def known_state(row: TaskInstanceRow) -> TaskInstanceRow:
     if row.state in TRIED_STATES or row.state in RESET_STATES:
         return row
     raise TargetError(
-        f"task {row.task_id!r}: try {row.try_number} is in the Airflow state {row.state!r}, "
+        f"task {label(row.task_id, row.map_index)!r}: try {row.try_number} is in the Airflow "
+        f"state {row.state!r}, "
         "which the gate does not know, so it cannot tell whether the try ran; check the "
         "Airflow version (the gate knows Airflow 3.3's task instance states) and decide "
         "the repeat by hand"

@@ -1,10 +1,14 @@
-"""Decide: the model's answer for every observed target, with capacity and budget.
+"""Decide: the model's answer for every observed task instance, with capacity and budget.
 
-Facts are grouped by retry policy into fixtures of at most
-:data:`~airflow_retrywindow.model.bounds.MAX_TASKS` tasks; each fixture is decided
+Every task instance is decided on its own: a target that is not mapped is one, a
+mapped target one per map index, each under its own model id
+(:func:`~airflow_retrywindow.gate.instances.model_ids`). Facts are grouped by
+retry policy into fixtures of at most
+:data:`~airflow_retrywindow.model.bounds.MAX_TASKS` tasks, as many as needed
+(1,000 map indexes make 50); each fixture is decided
 by the typed model (:meth:`~airflow_retrywindow.model.Verdict.of`), which answers
 exactly as ``airflow-retrywindow evaluate`` does, and its payload, result and
-clock origin are kept for offline replay. Every target then gets its decision
+clock origin are kept for offline replay. Every task instance then gets its decision
 with the numbers in real time, a one-line reason, an English status update, and
 a pool capacity verdict. A resource budget, when given, is one verdict for the
 whole gate.
@@ -16,7 +20,7 @@ what was observed, so it can be tested and replayed on its own.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,13 +28,14 @@ import pendulum
 
 from airflow_retrywindow.gate.budget import Budget, BudgetVerdict
 from airflow_retrywindow.gate.capacity import CapacityVerdict, PoolState, assess
+from airflow_retrywindow.gate.instances import UNMAPPED, Instance, label, model_ids
 from airflow_retrywindow.gate.observe import NOT_ATTEMPTED, Observed
 from airflow_retrywindow.model.bounds import MAX_TASKS
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import TaskDecision, Verdict
 from airflow_retrywindow.timing.clock import Clock
-from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts, model_task_id
+from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.reasons import MAX_REASON, moment, reason
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.status import status_update
@@ -38,13 +43,15 @@ from airflow_retrywindow.timing.status import status_update
 #: decisions that let a guarded task run
 ALLOWING = frozenset({Decision.RETRY_ELIGIBLE.value, NOT_ATTEMPTED})
 WAIT_BACKOFF = Decision.WAIT_BACKOFF.value
+#: held-back map indexes a target's blockers name one by one; the rest are counted
+MAX_NAMED_BLOCKERS = 20
 
 _UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
 
 
 @dataclass(frozen=True)
 class TargetDecision:
-    """The gate's answer for one target.
+    """The gate's answer for one task instance of a target.
 
     :param task_id: the Airflow task id.
     :param decision: the model's decision, or ``not-attempted``.
@@ -55,6 +62,7 @@ class TargetDecision:
     :param numbers: the model's numbers as real times (see :meth:`as_dict`).
     :param earliest_start: when the next attempt may start, if scheduled.
     :param fixture: the index of the fixture that decided it, if any.
+    :param map_index: the task instance's map index, ``-1`` when not mapped.
     """
 
     task_id: str
@@ -66,17 +74,38 @@ class TargetDecision:
     numbers: dict[str, Any]
     earliest_start: pendulum.DateTime | None
     fixture: int | None
+    map_index: int = UNMAPPED
 
     @property
     def allows(self) -> bool:
         """Whether the decision itself lets the task run (capacity and budget aside)."""
         return self.decision in ALLOWING
 
+    @property
+    def label(self) -> str:
+        """The task instance's name: ``load``, or ``load[3]`` for a map index."""
+        return label(self.task_id, self.map_index)
+
+    @property
+    def waits(self) -> bool:
+        """Whether only its backoff holds it: ``wait-backoff`` in a pool that can hold it."""
+        return self.decision == WAIT_BACKOFF and not self.capacity.blocks
+
+    def blockers(self) -> list[str]:
+        """Why this task instance may not run now (budget aside); empty when it may."""
+        found = [] if self.allows else [self.reason]
+        if self.capacity.blocks:
+            found.append(self.capacity.reason)
+        if self.map_index == UNMAPPED:
+            return found
+        return [f"{self.label}: {text}" for text in found]
+
     def as_dict(self) -> dict[str, Any]:
-        """The target's row of the decision record, JSON-ready."""
+        """The task instance's row of the decision record, JSON-ready."""
         view = self.observed
         return {
             "taskId": self.task_id,
+            "mapIndex": self.map_index,
             "decision": self.decision,
             "reason": self.reason,
             "status": self.status,
@@ -94,11 +123,11 @@ class TargetDecision:
 
 @dataclass(frozen=True)
 class DecisionTable:
-    """Every target's decision, the fixtures behind them, and the budget verdict.
+    """Every task instance's decision, the fixtures behind them, and the budget verdict.
 
     :param as_of: the moment of the decision.
     :param deadline: the delivery deadline.
-    :param decisions: one per target, in the targets' order.
+    :param decisions: one per task instance: targets in order, map indexes rising.
     :param fixtures: the evaluated fixtures with their results and clock origins.
     :param budget: the budget verdict, ``None`` without a budget.
     """
@@ -109,22 +138,55 @@ class DecisionTable:
     fixtures: tuple[dict[str, Any], ...]
     budget: BudgetVerdict | None
 
-    def decision(self, task_id: str) -> TargetDecision:
-        """The decision for ``task_id``."""
+    def decision(self, task_id: str, map_index: int = UNMAPPED) -> TargetDecision:
+        """The decision for one task instance: ``task_id``, at ``map_index`` if mapped."""
         for row in self.decisions:
-            if row.task_id == task_id:
+            if row.task_id == task_id and row.map_index == map_index:
                 return row
-        raise KeyError(task_id)
+        raise KeyError(label(task_id, map_index))
+
+    def rows_of(self, task_id: str) -> tuple[TargetDecision, ...]:
+        """The decisions for every task instance of target ``task_id``, map indexes rising."""
+        found = tuple(row for row in self.decisions if row.task_id == task_id)
+        if not found:
+            raise KeyError(task_id)
+        return found
 
     def blockers(self, task_id: str) -> list[str]:
-        """Why the target's next attempt may not run now; empty when it may."""
-        row = self.decision(task_id)
-        found = [] if row.allows else [row.reason]
-        if row.capacity.blocks:
-            found.append(row.capacity.reason)
+        """Why the target's next attempt may not run now; empty when it may.
+
+        A target may run only when every one of its map indexes may. Held-back map
+        indexes are named (``load[3]: ...``), the first
+        :data:`MAX_NAMED_BLOCKERS` one by one and the rest counted; every one is
+        in :attr:`decisions`.
+        """
+        held = [row for row in self.rows_of(task_id) if row.blockers()]
+        found = [text for row in held[:MAX_NAMED_BLOCKERS] for text in row.blockers()]
+        if len(held) > MAX_NAMED_BLOCKERS:
+            found.append(
+                f"and {len(held) - MAX_NAMED_BLOCKERS} more map indexes of {task_id} held "
+                "back (every one is in the record's decisions)"
+            )
         if self.budget is not None and self.budget.blocks:
             found.append(self.budget.reason)
         return found
+
+    def longest_wait(self, task_id: str) -> TargetDecision | None:
+        """The map index whose backoff ends last, when only backoffs hold the target back.
+
+        ``None`` when the target may run now, or when something other than a
+        backoff holds any of its map indexes (a refusal, a pool that can never
+        hold it, an exceeded budget): then waiting would not let it run.
+        """
+        rows = self.rows_of(task_id)
+        if any(row.blockers() and not row.waits for row in rows):
+            return None
+        if self.budget is not None and self.budget.blocks:
+            return None
+        waiting = [row for row in rows if row.waits and row.earliest_start is not None]
+        if len(waiting) != sum(1 for row in rows if row.waits):
+            return None  # a wait without its end: nothing to wait for
+        return max(waiting, key=lambda row: row.earliest_start or self.as_of, default=None)
 
     def as_dict(self) -> dict[str, Any]:
         """The table as JSON-ready values."""
@@ -152,9 +214,9 @@ def decide(
     pools: Mapping[str, PoolState],
     budget: Budget | None = None,
 ) -> DecisionTable:
-    """Decide every observed target and assemble the table.
+    """Decide every observed task instance and assemble the table.
 
-    :param observed: the targets as observed, in a stable order.
+    :param observed: the task instances as observed, in a stable order.
     :param as_of: the moment of the decision (after every observation).
     :param deadline: the delivery deadline.
     :param max_observation_age: the allowed age of an observation, in seconds.
@@ -162,13 +224,15 @@ def decide(
     :param pools: the pools the targets use, as read; a missing pool is infeasible.
     :param budget: the resource budget, if any.
     :raises InvalidFixture: when the model refuses a fixture (nothing is decided).
+    :raises TargetError: when two task instances would share a model id.
     """
     now = pendulum.instance(as_of).in_timezone("UTC")
     due = pendulum.instance(deadline).in_timezone("UTC")
-    rows: dict[str, TargetDecision] = {}
+    rows: dict[Instance, TargetDecision] = {}
     fixtures: list[dict[str, Any]] = []
-    views = {view.target.task_id: view for view in observed}
-    for settings, facts in group_by_policy(observed):
+    ids = model_ids(view.instance for view in observed)
+    views = {ids[view.instance]: view for view in observed}
+    for settings, facts in group_by_policy(observed, ids):
         fixture = ClockedFixture.build(
             as_of=now,
             deadline=due,
@@ -185,13 +249,14 @@ def decide(
                 "origin": fixture.clock.iso(),
                 "fixture": fixture.payload,
                 "result": verdict.to_dict(),
-                "taskIds": fixture.task_ids,
+                "taskIds": {found: views[found].target.task_id for found in fixture.task_ids},
+                "mapIndexes": {found: views[found].map_index for found in fixture.task_ids},
             }
         )
         for decision in verdict.tasks:
-            task_id = fixture.task_ids[decision.id]
-            rows[task_id] = _decided(
-                views[task_id],
+            view = views[decision.id]
+            rows[view.instance] = _decided(
+                view,
                 decision,
                 fixture=typed,
                 clock=fixture.clock,
@@ -199,7 +264,7 @@ def decide(
                 pools=pools,
             )
     decisions = tuple(
-        rows[view.target.task_id] if view.facts else _not_attempted(view, pools)
+        rows[view.instance] if view.facts else _not_attempted(view, ids[view.instance], pools)
         for view in observed
     )
     budget_verdict = budget.verdict() if budget is not None else None
@@ -207,20 +272,27 @@ def decide(
 
 
 def group_by_policy(
-    observed: Sequence[Observed],
+    observed: Sequence[Observed], ids: Mapping[Instance, str] | None = None
 ) -> list[tuple[RetrySettings, list[TaskFacts]]]:
     """Facts grouped by retry policy, in chunks the model accepts (at most ``MAX_TASKS``).
 
-    Targets never tried have no facts and stay out. Groups and chunks keep the
-    targets' order, so the same run always gives the same fixtures.
+    Task instances never tried have no facts and stay out. Groups and chunks keep
+    the order observed, so the same run always gives the same fixtures. Each
+    fact's ``task_id`` is the instance's model id.
+
+    :param observed: the task instances as observed.
+    :param ids: task instance -> its model id (:func:`model_ids` of ``observed`` if not given).
     """
+    if ids is None:
+        ids = model_ids(view.instance for view in observed)
     groups: dict[tuple[tuple[str, int], ...], tuple[RetrySettings, list[TaskFacts]]] = {}
     for view in observed:
         if view.facts is None:
             continue
         settings = view.target.settings
         key = tuple(sorted(settings.model_policy().items()))
-        groups.setdefault(key, (settings, []))[1].append(view.facts)
+        known = replace(view.facts, task_id=ids[view.instance])
+        groups.setdefault(key, (settings, []))[1].append(known)
     chunks: list[tuple[RetrySettings, list[TaskFacts]]] = []
     for settings, facts in groups.values():
         for start in range(0, len(facts), MAX_TASKS):
@@ -237,7 +309,7 @@ def _decided(
     index: int,
     pools: Mapping[str, PoolState],
 ) -> TargetDecision:
-    """The target's row from the model's typed decision on the fixture ``index``."""
+    """The task instance's row from the model's typed decision on the fixture ``index``."""
     observation = fixture.task(decision.id)
     today = clock.at(fixture.as_of)
     text = reason(
@@ -268,28 +340,29 @@ def _decided(
         decision=decision.decision.value,
         observed=view,
         reason=text,
-        status=_held(_with_name(status, decision.id, view.target.task_id), capacity),
+        status=_held(_with_name(status, decision.id, view.instance.label), capacity),
         capacity=capacity,
         numbers=numbers,
         earliest_start=None if start is None else clock.at(start),
         fixture=index,
+        map_index=view.map_index,
     )
 
 
-def _not_attempted(view: Observed, pools: Mapping[str, PoolState]) -> TargetDecision:
-    task_id = view.target.task_id
+def _not_attempted(view: Observed, model_id: str, pools: Mapping[str, PoolState]) -> TargetDecision:
+    task_id, name = view.target.task_id, view.instance.label
     text = (
-        f"{NOT_ATTEMPTED}: {task_id} has no try in this run yet; a first run is not a retry, "
+        f"{NOT_ATTEMPTED}: {name} has no try in this run yet; a first run is not a retry, "
         "so the gate does not hold it back"
     )
     capacity = assess(view.pool, view.pool_slots, pools.get(view.pool))
     status = _held(
-        f"{task_id}: confirmed no attempt in this run; unknown: whether the first attempt "
+        f"{name}: confirmed no attempt in this run; unknown: whether the first attempt "
         "succeeds; next: run it as scheduled; next evidence: the first attempt's result.",
         capacity,
     )
     numbers = {
-        "modelId": model_task_id(task_id),
+        "modelId": model_id,
         "attempts": 0,
         "maxAttempts": view.target.settings.max_attempts,
         "observedAt": None,
@@ -309,6 +382,7 @@ def _not_attempted(view: Observed, pools: Mapping[str, PoolState]) -> TargetDeci
         numbers=numbers,
         earliest_start=None,
         fixture=None,
+        map_index=view.map_index,
     )
 
 
@@ -321,7 +395,8 @@ def _iso(clock: Clock, seconds: int | None) -> str | None:
     return None if seconds is None else clock.at(seconds).format(_UTC)
 
 
-def _with_name(status: str, model_id: str, task_id: str) -> str:
-    if model_id == task_id or not status.startswith(f"{model_id}:"):
+def _with_name(status: str, model_id: str, name: str) -> str:
+    """The status line under the task instance's name rather than its model id."""
+    if model_id == name or not status.startswith(f"{model_id}:"):
         return status
-    return f"{task_id}{status[len(model_id) :]}"
+    return f"{name}{status[len(model_id) :]}"

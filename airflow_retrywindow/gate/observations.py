@@ -2,7 +2,8 @@
 
 They override Airflow's view of a target, but never loosen it (see
 :func:`~airflow_retrywindow.gate.observe.observe_explicitly`). Their JSON shape,
-keyed by task id::
+keyed by task id, or for a mapped target by task id and map index (``"load[3]"``,
+as Airflow's UI names a map index)::
 
     {
       "append": {
@@ -28,6 +29,7 @@ from datetime import datetime
 import pendulum
 
 from airflow_retrywindow.exceptions import ClockError, ObservationError
+from airflow_retrywindow.gate.instances import parse_label
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS
 from airflow_retrywindow.model.states import TaskState
 from airflow_retrywindow.timing.clock import require_aware
@@ -57,7 +59,11 @@ class ExplicitObservation:
 
 
 def parse_observations(
-    value: object, targets: Collection[str], *, as_of: datetime
+    value: object,
+    targets: Collection[str],
+    *,
+    as_of: datetime,
+    mapped: Collection[str] = (),
 ) -> dict[str, ExplicitObservation]:
     """Read explicit observations: a mapping, or its JSON (or Python literal) text.
 
@@ -66,6 +72,9 @@ def parse_observations(
     :param value: the rendered ``observations`` argument.
     :param targets: the gate's target ids; other keys are refused.
     :param as_of: the moment of the decision; observations may not be later.
+    :param mapped: the targets whose task instances carry map indexes: their
+        observations name one (``"load[3]"``); whether the run has it is checked
+        when the gate observes the run.
     """
     if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
         return {}
@@ -75,7 +84,7 @@ def parse_observations(
         raise ObservationError(
             f"observations must be a mapping of task id to observation, got {_shown(value)}"
         )
-    unknown = sorted(str(key) for key in value if key not in targets)
+    unknown = sorted(str(key) for key in value if not _names_target(key, targets, mapped))
     if unknown:
         raise ObservationError(
             f"observations name {', '.join(map(repr, unknown))}, which "
@@ -86,6 +95,18 @@ def parse_observations(
         str(task_id): _observation(str(task_id), raw, as_of)
         for task_id, raw in sorted(value.items())
     }
+
+
+def _names_target(key: object, targets: Collection[str], mapped: Collection[str]) -> bool:
+    if not isinstance(key, str):
+        return False
+    instance = parse_label(key)
+    if instance.task_id in mapped and not instance.mapped:
+        raise ObservationError(
+            f"observations name {key!r}, a mapped target: name the map index the observation "
+            f"is about, e.g. '{key}[0]'"
+        )
+    return instance.task_id in targets and instance.mapped == (instance.task_id in mapped)
 
 
 def _decode(text: str) -> object:

@@ -1,14 +1,17 @@
-"""Observe: each target as the model sees it, from the snapshot and explicit observations.
+"""Observe: each task instance of each target as the model sees it, from the snapshot
+and explicit observations.
 
-Airflow's state of a target's latest try becomes a model state as
+Every map index of a mapped target is observed on its own, exactly as a target
+that is not mapped: Airflow's state of its latest try becomes a model state as
 :mod:`~airflow_retrywindow.gate.airflow_states` tabulates; a failure takes the
 class its ``RetryWindowPolicy`` recorded in XCom. ``attempts`` counts the
 current window as the retry policy does, ``try_number - (max_tries - retries)``,
 on the row of the latest try.
 
 Explicit observations (:mod:`~airflow_retrywindow.gate.observations`) then
-override Airflow's view for a target, but never loosen it: a try Airflow sees in
-progress cannot be overridden, and ``attempts`` is at least Airflow's count.
+override Airflow's view of a task instance (``load``, or ``load[3]`` for a map
+index), but never loosen it: a try Airflow sees in progress cannot be
+overridden, and ``attempts`` is at least Airflow's count.
 
 Nothing here reads the API or imports Airflow.
 """
@@ -30,6 +33,7 @@ from airflow_retrywindow.gate.airflow_states import (
     failed,
     known_state,
 )
+from airflow_retrywindow.gate.instances import UNMAPPED, Instance, parse_label
 from airflow_retrywindow.gate.observations import ExplicitObservation
 from airflow_retrywindow.gate.snapshot import RunSnapshot
 from airflow_retrywindow.gate.targets import Target
@@ -47,7 +51,7 @@ CLOCK_TOLERANCE = timedelta(seconds=5)
 
 @dataclass(frozen=True)
 class Observed:
-    """What the gate knows about one target when it decides.
+    """What the gate knows about one task instance of a target when it decides.
 
     :param target: the target.
     :param facts: the model facts, ``None`` when the target was never tried.
@@ -58,6 +62,7 @@ class Observed:
     :param pool: the pool of the latest try (or the definition's).
     :param pool_slots: the slots of the latest try (or the definition's).
     :param detail: words for the reason, e.g. where an observation came from.
+    :param map_index: the task instance's map index, ``-1`` when not mapped.
     """
 
     target: Target
@@ -69,11 +74,17 @@ class Observed:
     pool: str
     pool_slots: int
     detail: str = ""
+    map_index: int = UNMAPPED
 
     @property
     def state(self) -> str:
         """The model state, or ``not-attempted``."""
         return self.facts.state if self.facts else NOT_ATTEMPTED
+
+    @property
+    def instance(self) -> Instance:
+        """The task instance observed."""
+        return Instance(self.target.task_id, self.map_index)
 
 
 def observe_run(
@@ -81,32 +92,54 @@ def observe_run(
     snapshot: RunSnapshot,
     explicit: Mapping[str, ExplicitObservation],
 ) -> list[Observed]:
-    """Every target as observed, in the targets' order.
+    """Every task instance of every target as observed: targets in order, map indexes rising.
 
     :param targets: the gate's targets.
     :param snapshot: what the read found.
-    :param explicit: target id -> its explicit observation, if any.
+    :param explicit: task instance name (``load``, ``load[3]``) -> its explicit
+        observation, if any.
+    :raises ObservationError: for an observation of a task instance the run does not have.
     """
-    observed = {}
+    observed: dict[Instance, Observed] = {}
     for target in targets:
-        row = snapshot.latest_try(target.task_id)
-        failure, source = recorded_failure(snapshot, target.task_id)
-        observed[target.task_id] = observe(target, row, failure=failure, failure_source=source)
-    for task_id, observation in explicit.items():
-        airflow_view = observed[task_id]
-        observed[task_id] = observe_explicitly(airflow_view.target, observation, airflow_view)
-    return [observed[target.task_id] for target in targets]
+        for instance in snapshot.instances(target.task_id):
+            row = snapshot.latest_try(instance)
+            failure, source = recorded_failure(snapshot, instance)
+            observed[instance] = observe(
+                target,
+                row,
+                failure=failure,
+                failure_source=source,
+                map_index=instance.map_index,
+            )
+    for name, observation in explicit.items():
+        instance = parse_label(name)
+        if instance not in observed:
+            known = snapshot.instances(instance.task_id)
+            raise ObservationError(
+                f"observations for {name!r}: this run has no such task instance of "
+                f"{instance.task_id!r} (it has {_span(known)}); name one of them"
+            )
+        airflow_view = observed[instance]
+        observed[instance] = observe_explicitly(airflow_view.target, observation, airflow_view)
+    return list(observed.values())
 
 
-def recorded_failure(snapshot: RunSnapshot, task_id: str) -> tuple[str | None, str]:
-    """The failure class the policy recorded for the target's latest try, and where it was read.
+def _span(instances: Sequence[Instance]) -> str:
+    if len(instances) == 1:
+        return instances[0].label
+    return f"{instances[0].label} to {instances[-1].label}"
+
+
+def recorded_failure(snapshot: RunSnapshot, instance: Instance) -> tuple[str | None, str]:
+    """The failure class the policy recorded for the instance's latest try, and where it was read.
 
     ``(None, "")`` when the latest try did not fail or no class was recorded.
     """
-    row = snapshot.latest_try(task_id)
+    row = snapshot.latest_try(instance)
     if row is None or not failed(row):
         return None, ""
-    mine = snapshot.keys_of_try(task_id)
+    mine = snapshot.keys_of_try(instance)
     marked = [(key, evidence.failure_of_key(key.key)) for key in mine]
     classes = [(key, failure) for key, failure in marked if failure is not None]
     if classes:
@@ -115,7 +148,7 @@ def recorded_failure(snapshot: RunSnapshot, task_id: str) -> tuple[str | None, s
     if not any(key.key == evidence.EVIDENCE_KEY for key in mine):
         return None, ""
     # evidence without the class in a key (an older policy): the read fetched its value
-    entry = snapshot.evidence.get(task_id)
+    entry = snapshot.evidence.get(instance)
     if isinstance(entry, dict) and entry.get("tryNumber") == row.try_number:
         recorded = entry.get("failure")
         if isinstance(recorded, str):
@@ -129,15 +162,18 @@ def observe(
     *,
     failure: str | None,
     failure_source: str,
+    map_index: int = UNMAPPED,
 ) -> Observed:
-    """Airflow's view of ``target`` from the row of its latest try.
+    """Airflow's view of one task instance of ``target`` from the row of its latest try.
 
     :param target: the target.
     :param row: the row of its latest try, ``None`` when it was never tried.
     :param failure: the class the task's retry policy recorded for this try's
         failure (unknown, terminal or retryable), if any.
     :param failure_source: where ``failure`` came from, in words.
+    :param map_index: the task instance's map index, ``-1`` when not mapped.
     """
+    name = Instance(target.task_id, map_index).label
     if row is None or known_state(row).state in RESET_STATES or row.try_number < 1:
         return Observed(
             target=target,
@@ -148,16 +184,17 @@ def observe(
             classification="never tried in this run",
             pool=row.pool if row else target.pool,
             pool_slots=row.pool_slots if row else target.pool_slots,
+            map_index=map_index,
         )
     state, classification = _model_state(target, row.state, failure, failure_source)
-    attempts = _attempts(target, row)
+    attempts = _attempts(name, target, row)
     observed_at = row.observed_at
     finished: pendulum.DateTime | None = None
     if state not in ("running", "unknown"):
         finished = row.end_date or observed_at
         if finished > observed_at + CLOCK_TOLERANCE:
             raise TargetError(
-                f"task {target.task_id!r}: the API reports try {row.try_number} ended at "
+                f"task {name!r}: the API reports try {row.try_number} ended at "
                 f"{finished.isoformat()}, after it answered at {observed_at.isoformat()} on this "
                 "worker's clock; the API server's clock runs ahead, so no time can be trusted"
             )
@@ -179,6 +216,7 @@ def observe(
         classification=classification,
         pool=row.pool,
         pool_slots=row.pool_slots,
+        map_index=map_index,
     )
 
 
@@ -204,17 +242,18 @@ def _model_state(
     return RETRYABLE, f"Airflow state {airflow_state}; no RetryWindowPolicy on the task"
 
 
-def _attempts(target: Target, row: TaskInstanceRow) -> int:
+def _attempts(name: str, target: Target, row: TaskInstanceRow) -> int:
     try:
         return target.settings.attempts_in_window(row.try_number, row.max_tries)
     except ValueError as error:
-        raise TargetError(str(error)) from None
+        shown = f" ({name})" if name != target.task_id else ""
+        raise TargetError(f"{error}{shown}") from None
 
 
 def observe_explicitly(
     target: Target, explicit: ExplicitObservation, airflow_view: Observed
 ) -> Observed:
-    """``target`` as an explicit observation states it, overriding Airflow's view.
+    """A task instance of ``target`` as an explicit observation states it, overriding Airflow's.
 
     An observation may only make the decision more cautious than Airflow's view:
     it cannot override a try Airflow sees in progress, and it counts at least
@@ -224,23 +263,24 @@ def observe_explicitly(
     :param explicit: the observation.
     :param airflow_view: what Airflow says: its state and attempt count.
     """
+    name = airflow_view.instance.label
     if airflow_view.facts is not None and airflow_view.airflow_state in RUNNING_STATES:
         raise ObservationError(
-            f"observations for {target.task_id!r}: Airflow sees try {airflow_view.try_number} "
+            f"observations for {name!r}: Airflow sees try {airflow_view.try_number} "
             f"in the state {airflow_view.airflow_state!r} right now; an observation cannot "
             "override a try in progress. Wait until the try ends, or drop the observation"
         )
     counted = airflow_view.facts.attempts if airflow_view.facts is not None else None
     if explicit.attempts is None and counted is None:
         raise ObservationError(
-            f"observations for {target.task_id!r} need 'attempts': Airflow has no try "
+            f"observations for {name!r} need 'attempts': Airflow has no try "
             "of this task in the run to count from"
         )
     # fewer attempts than Airflow counted would hand back tries already spent
     attempts = max(n for n in (explicit.attempts, counted) if n is not None)
     if attempts > target.settings.max_attempts:
         raise ObservationError(
-            f"observations for {target.task_id!r}: attempts={attempts} is more than the "
+            f"observations for {name!r}: attempts={attempts} is more than the "
             f"{target.settings.max_attempts} runs its retry settings allow in one window"
         )
     facts = TaskFacts(
@@ -262,4 +302,5 @@ def observe_explicitly(
         pool=airflow_view.pool,
         pool_slots=airflow_view.pool_slots,
         detail=f"{seen}; {explicit.source}" if explicit.source else seen,
+        map_index=airflow_view.map_index,
     )

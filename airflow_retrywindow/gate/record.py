@@ -2,18 +2,23 @@
 
 One JSON object per evaluation, pushed before anything is skipped, holding:
 
-* ``decisions`` - per target: the model's decision, its numbers in real time
+* ``decisions`` - per task instance (one per target, or for a mapped target one
+  per map index: ``taskId`` and ``mapIndex``, ``-1`` when not mapped): the
+  model's decision, its model id (``modelId``), its numbers in real time
   (``attempts``, ``observedAt``, ``lastFinishedAt``, ``backoffSeconds``,
   ``earliestStart``, ``estimatedFinish``, ``slackSeconds``), how the state was
   found, the one-line ``reason``, the English ``status`` and the ``capacity``
   verdict of its pool;
 * ``budget`` - the budget verdict, when the gate has a budget;
 * ``fixtures`` - every fixture exactly as the model evaluated it, with its
-  ``result``, clock ``origin`` and ``taskIds`` (model id -> task id): pipe
-  ``fixture`` into ``airflow-retrywindow evaluate`` to replay it offline;
+  ``result``, clock ``origin``, ``taskIds`` (model id -> task id) and
+  ``mapIndexes`` (model id -> map index): pipe ``fixture`` into
+  ``airflow-retrywindow evaluate`` to replay it offline;
 * ``guard`` and ``skipped`` - what may run and what was held back, and why;
 * ``workUnit`` - the unit of work the decision is about;
-* ``statusUpdate`` - a short English update for the people on the incident.
+* ``statusUpdate`` - a short English update for the people on the incident: one
+  line per target that is not mapped; for a mapped one, its decisions counted,
+  then the held-back map indexes (the first :data:`MAX_MAPPED_LINES`).
 """
 
 from __future__ import annotations
@@ -21,8 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_retrywindow.gate.decide import DecisionTable
+from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
 from airflow_retrywindow.redaction import without_userinfo
+
+#: held-back map indexes of one target the status update shows a line for
+MAX_MAPPED_LINES = 10
 
 
 def build(
@@ -103,10 +111,34 @@ def status_text(
         lines.append(
             f"May run: {', '.join(run) or 'none'}. Held back: {', '.join(held) or 'none'}."
         )
-    lines.extend(row.status for row in table.decisions)
+    lines.extend(_target_lines(table.decisions))
     if table.budget is not None:
         lines.append(f"Budget: {table.budget.reason}.")
     lines.append(
         "No job was submitted, cancelled or observed by the gate; estimates are not approvals."
     )
     return "\n".join(lines)
+
+
+def _target_lines(decisions: Sequence[TargetDecision]) -> list[str]:
+    """One status line per target; a mapped target's map indexes summed up, then the held."""
+    by_target: dict[str, list[TargetDecision]] = {}
+    for row in decisions:
+        by_target.setdefault(row.task_id, []).append(row)
+    lines: list[str] = []
+    for task_id, rows in by_target.items():
+        if all(row.map_index < 0 for row in rows):
+            lines.extend(row.status for row in rows)
+            continue
+        counts: dict[str, int] = {}
+        for row in rows:
+            counts[row.decision] = counts.get(row.decision, 0) + 1
+        summary = ", ".join(f"{count} {decision}" for decision, count in counts.items())
+        lines.append(f"{task_id}: {len(rows)} map indexes: {summary}.")
+        held = [row for row in rows if row.blockers()]
+        lines.extend(row.status for row in held[:MAX_MAPPED_LINES])
+        if len(held) > MAX_MAPPED_LINES:
+            lines.append(
+                f"{task_id}: and {len(held) - MAX_MAPPED_LINES} more map indexes held back."
+            )
+    return lines

@@ -2,7 +2,8 @@
 
 :func:`decide_run` is the whole path the gate operator and the sensor share:
 it finds the targets in the run's DAG, reads one snapshot of the run through
-the REST API, observes each target, and decides. They then record the
+the REST API, observes each task instance of each target (every map index of a
+mapped one), and decides. They then record the
 decision (:mod:`~airflow_retrywindow.gate.record`) and skip what may not run.
 
 This module and :mod:`~airflow_retrywindow.gate.targets` are the gate's
@@ -93,7 +94,10 @@ def decide_run(
         deadline = settings.deadline.resolve(context)
         # bad observations are refused before any request is made
         explicit = parse_observations(
-            observations, [target.task_id for target in targets], as_of=pendulum.now("UTC")
+            observations,
+            [target.task_id for target in targets],
+            as_of=pendulum.now("UTC"),
+            mapped=[target.task_id for target in targets if target.mapped],
         )
         snapshot = read_snapshot(_client(settings), str(dag.dag_id), str(run.run_id), targets)
         observed = observe_run(targets, snapshot, explicit)

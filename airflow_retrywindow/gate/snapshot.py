@@ -3,17 +3,20 @@
 :func:`read_snapshot` makes every request the gate needs, in this order, and no
 other:
 
-* one paged listing of the targets' current task instances;
-* for each target reset since its last try (a manual clear), its earlier tries;
-* once the latest try of any target failed, one paged listing of the run's
-  ``retry_window.*`` XCom keys (the failure classes the policy recorded), and
-  the evidence value of each failed try whose keys carry no class (an older
-  policy's);
+* one paged listing of the targets' current task instances, every map index of
+  a mapped target included;
+* for each task instance reset since its last try (a manual clear), its earlier
+  tries;
+* once the latest try of any task instance failed, one paged listing of the run's
+  ``retry_window.*`` XCom keys (the failure classes the policy recorded, per map
+  index), and the evidence value of each failed try whose keys carry no class
+  (an older policy's);
 * one paged listing of the pools the targets use.
 
-What it read is a frozen :class:`RunSnapshot`: the later stages decide from it
-alone, so they are tested with a snapshot made by hand instead of a server.
-The client is passed in; nothing here imports Airflow.
+What it read is a frozen :class:`RunSnapshot`, one row per task instance
+(:class:`~airflow_retrywindow.gate.instances.Instance`): the later stages decide
+from it alone, so they are tested with a snapshot made by hand instead of a
+server. The client is passed in; nothing here imports Airflow.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_retrywindow.exceptions import RetryWindowGateError
+from airflow_retrywindow.exceptions import TargetError
 from airflow_retrywindow.gate.airflow_states import failed, latest_try, needs_history
 from airflow_retrywindow.gate.capacity import PoolState
+from airflow_retrywindow.gate.instances import UNMAPPED, Instance, label
 from airflow_retrywindow.policies import evidence
 
 if TYPE_CHECKING:
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
 
 #: the XCom keys a RetryWindowPolicy leaves (evidence and failure class)
 POLICY_XCOM_PREFIX = "retry_window."
+#: the state of a map index dropped when its task was expanded again to fewer indexes
+REMOVED = "removed"
 
 
 class RunReader(Protocol):
@@ -45,11 +51,15 @@ class RunReader(Protocol):
         self, dag_id: str, run_id: str, task_ids: Collection[str]
     ) -> list[TaskInstanceRow]: ...
 
-    def task_tries(self, dag_id: str, run_id: str, task_id: str) -> list[TaskInstanceRow]: ...
+    def task_tries(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = UNMAPPED
+    ) -> list[TaskInstanceRow]: ...
 
     def xcom_keys(self, dag_id: str, run_id: str, key_prefix: str) -> list[XComKey]: ...
 
-    def xcom_value(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any: ...
+    def xcom_value(
+        self, dag_id: str, run_id: str, task_id: str, key: str, map_index: int = UNMAPPED
+    ) -> Any: ...
 
     def pools(self, names: Collection[str]) -> Mapping[str, PoolRow]: ...
 
@@ -58,32 +68,38 @@ class RunReader(Protocol):
 class RunSnapshot:
     """What one read of a DAG run found about the gate's targets.
 
-    :param latest_tries: target id -> the row its latest try is judged by: its
+    :param latest_tries: task instance -> the row its latest try is judged by: the
         task instance, or for one reset since its last try, the latest of its
-        earlier tries that really started; ``None`` when it has no task instance.
+        earlier tries that really started; ``None`` when the target has no task
+        instance yet. A target missing here is taken as never tried.
     :param xcom_keys: the run's ``retry_window.*`` XCom keys, read when the latest
-        try of a target failed.
-    :param evidence: target id -> the evidence value of its failed try, read when
-        the try's keys carry no failure class.
+        try of a task instance failed.
+    :param evidence: task instance -> the evidence value of its failed try, read
+        when the try's keys carry no failure class.
     :param pools: pool name -> the pool, for the pools the targets use that exist.
     :param requests: REST API requests made.
     :param api: the API's base URL, without credentials.
     """
 
-    latest_tries: Mapping[str, TaskInstanceRow | None]
+    latest_tries: Mapping[Instance, TaskInstanceRow | None]
     xcom_keys: tuple[XComKey, ...] = ()
-    evidence: Mapping[str, object] = field(default_factory=dict)
+    evidence: Mapping[Instance, object] = field(default_factory=dict)
     pools: Mapping[str, PoolState] = field(default_factory=dict)
     requests: int = 0
     api: str = ""
 
-    def latest_try(self, task_id: str) -> TaskInstanceRow | None:
-        """The row target ``task_id``'s latest try is judged by, ``None`` if it has none."""
-        return self.latest_tries.get(task_id)
+    def instances(self, task_id: str) -> list[Instance]:
+        """The task instances of target ``task_id``, by map index (one, ``-1``, if unmapped)."""
+        found = sorted(instance for instance in self.latest_tries if instance.task_id == task_id)
+        return found or [Instance(task_id)]
 
-    def keys_of_try(self, task_id: str) -> list[XComKey]:
-        """The XCom keys the latest try of ``task_id`` pushed."""
-        return keys_of_try(self.xcom_keys, task_id, self.latest_try(task_id))
+    def latest_try(self, instance: Instance) -> TaskInstanceRow | None:
+        """The row the instance's latest try is judged by, ``None`` if it has none."""
+        return self.latest_tries.get(instance)
+
+    def keys_of_try(self, instance: Instance) -> list[XComKey]:
+        """The XCom keys the latest try of ``instance`` pushed."""
+        return keys_of_try(self.xcom_keys, instance, self.latest_try(instance))
 
 
 def read_snapshot(
@@ -95,77 +111,132 @@ def read_snapshot(
     :param dag_id: the run's DAG.
     :param run_id: the run.
     :param targets: the gate's targets.
-    :raises RetryWindowGateError: for a target with only mapped task instances.
-    :raises TargetError: for a task instance in a state the gate does not know.
+    :raises TargetError: for task instances the gate cannot account for (see
+        :func:`instance_rows`), or in a state the gate does not know.
     """
     ids = [target.task_id for target in targets]
-    current = unmapped_rows(client.task_instances(dag_id, run_id, ids), ids)
-    latest: dict[str, TaskInstanceRow | None] = {}
-    for task_id in ids:
-        row = current.get(task_id)
+    current = instance_rows(client.task_instances(dag_id, run_id, ids), targets)
+    latest: dict[Instance, TaskInstanceRow | None] = {}
+    for instance, row in current.items():
         if needs_history(row):
-            row = latest_try(client.task_tries(dag_id, run_id, task_id))
-        latest[task_id] = row
+            tries = client.task_tries(dag_id, run_id, instance.task_id, instance.map_index)
+            latest[instance] = latest_try(tries)
+        else:
+            latest[instance] = row
     keys: tuple[XComKey, ...] = ()
-    values: dict[str, object] = {}
-    if any(failed(latest[task_id]) for task_id in ids):
+    values: dict[Instance, object] = {}
+    if any(failed(row) for row in latest.values()):
         keys = tuple(client.xcom_keys(dag_id, run_id, POLICY_XCOM_PREFIX))
-        for task_id in ids:
-            row = latest[task_id]
-            if failed(row) and _needs_evidence(keys_of_try(keys, task_id, row)):
-                values[task_id] = client.xcom_value(dag_id, run_id, task_id, evidence.EVIDENCE_KEY)
-    names = {pool_of(target, latest[target.task_id]) for target in targets}
+        for instance, row in latest.items():
+            if failed(row) and _needs_evidence(keys_of_try(keys, instance, row)):
+                values[instance] = client.xcom_value(
+                    dag_id, run_id, instance.task_id, evidence.EVIDENCE_KEY, instance.map_index
+                )
+    by_id = {target.task_id: target for target in targets}
+    names = {pool_of(by_id[instance.task_id], row) for instance, row in latest.items()}
     pools = {name: PoolState.of(pool) for name, pool in client.pools(names).items()}
     return RunSnapshot(latest, keys, values, pools, client.requests, client.base_url)
 
 
-def unmapped_rows(
-    rows: Sequence[TaskInstanceRow], task_ids: Collection[str]
-) -> dict[str, TaskInstanceRow]:
-    """task id -> its task instance, for the targets that have one yet.
+def instance_rows(
+    rows: Sequence[TaskInstanceRow], targets: Sequence[Target]
+) -> dict[Instance, TaskInstanceRow | None]:
+    """Every task instance of the targets, with its current row (``None``: none yet).
 
-    A target whose task instances are all mapped (``map_index`` 0, 1, ...: it sits
-    in a mapped task group) has none the gate can decide about; it is refused
-    rather than taken for a task never tried, which would let its work run.
+    A target that is not mapped has one, map index ``-1``. A mapped one has one per
+    map index once Airflow expanded it, and the single ``-1`` before (or when it
+    expanded to nothing). A map index in the ``removed`` state (the task expanded
+    again to fewer indexes) has no next attempt and is left out.
+
+    Anything else is refused rather than guessed at, since a task instance left
+    out could be taken for one never tried, which would let its work run.
 
     :param rows: the run's task instances of the targets.
-    :param task_ids: the targets.
-    :raises RetryWindowGateError: naming the first such target.
+    :param targets: the targets.
+    :raises TargetError: for a task instance listed twice or a gap in the map
+        indexes (the listing changed while its pages were read), mapped task
+        instances of a target the DAG does not map, or both kinds for one target.
     """
-    found = {row.task_id: row for row in rows if row.map_index == -1}
-    for task_id in task_ids:
-        indexes = sorted(row.map_index for row in rows if row.task_id == task_id)
-        if task_id not in found and indexes:
-            raise RetryWindowGateError(
-                f"target {task_id!r} has only mapped task instances in this run (map_index "
-                f"{', '.join(map(str, indexes[:5]))}{', ...' if len(indexes) > 5 else ''}), "
-                "none with map_index -1 to decide about; it is probably inside a mapped task "
-                "group. Target tasks outside mapped task groups"
-            )
+    mine: dict[str, list[TaskInstanceRow]] = {target.task_id: [] for target in targets}
+    for row in rows:
+        if row.task_id in mine:
+            mine[row.task_id].append(row)
+    found: dict[Instance, TaskInstanceRow | None] = {}
+    for target in targets:
+        found.update(_instances_of(target, mine[target.task_id]))
     return found
 
 
-def keys_of_try(
-    keys: Sequence[XComKey], task_id: str, row: TaskInstanceRow | None
-) -> list[XComKey]:
-    """The keys among ``keys`` that the try of ``row`` (of task ``task_id``) pushed.
+def _instances_of(
+    target: Target, rows: Sequence[TaskInstanceRow]
+) -> dict[Instance, TaskInstanceRow | None]:
+    task_id = target.task_id
+    indexes = sorted(row.map_index for row in rows)
+    if len(set(indexes)) != len(indexes):
+        twice = sorted({index for index in indexes if indexes.count(index) > 1})
+        raise TargetError(
+            f"target {task_id!r}: the API listed {_names(task_id, twice)} twice; the run "
+            "changed while its pages were read. Run the gate again"
+        )
+    unmapped = next((row for row in rows if row.map_index == UNMAPPED), None)
+    mapped = sorted((row for row in rows if row.map_index > UNMAPPED), key=lambda r: r.map_index)
+    if mapped and not target.mapped:
+        raise TargetError(
+            f"target {task_id!r} is not mapped in the DAG, but this run has mapped task "
+            f"instances of it ({_names(task_id, indexes)}): the DAG changed after the run "
+            "was created, so the gate cannot tell which tries count. Decide the repeat by hand"
+        )
+    if not mapped:
+        # not mapped, or not expanded yet: the one task instance, if any
+        return {Instance(task_id): unmapped}
+    if unmapped is not None:
+        raise TargetError(
+            f"target {task_id!r} has both an unexpanded task instance (map_index -1) and "
+            f"expanded ones ({_names(task_id, indexes[1:])}) in this run; Airflow keeps "
+            "one or the other, so the gate does not guess. Run the gate again"
+        )
+    missing = sorted(set(range(len(mapped))) - {row.map_index for row in mapped})
+    if missing:
+        raise TargetError(
+            f"target {task_id!r}: the API listed no task instance for "
+            f"{_names(task_id, missing)}; the run changed while its pages were read. "
+            "Run the gate again"
+        )
+    live: dict[Instance, TaskInstanceRow | None] = {
+        Instance(task_id, row.map_index): row for row in mapped if row.state != REMOVED
+    }
+    # every map index removed: nothing of the task is left to run again
+    return live or {Instance(task_id): None}
 
-    XComs are cleared when a try starts, so a key present now was pushed by the
-    latest try that started; the timestamp check guards against anything else.
+
+def _names(task_id: str, indexes: Sequence[int], shown: int = 5) -> str:
+    names = [label(task_id, index) for index in indexes[:shown]]
+    more = f" and {len(indexes) - shown} more" if len(indexes) > shown else ""
+    return ", ".join(names) + more
+
+
+def keys_of_try(
+    keys: Sequence[XComKey], instance: Instance, row: TaskInstanceRow | None
+) -> list[XComKey]:
+    """The keys among ``keys`` that the try of ``row`` (of ``instance``) pushed.
+
+    XComs are cleared, per map index, when a try starts, so a key present now was
+    pushed by the latest try that started; the timestamp check guards against
+    anything else.
     """
     if row is None:
         return []
     return [
         key
         for key in keys
-        if key.task_id == task_id
-        and key.map_index == -1
+        if key.task_id == instance.task_id
+        and key.map_index == instance.map_index
         and (row.start_date is None or key.timestamp >= row.start_date)
     ]
 
 
 def pool_of(target: Target, row: TaskInstanceRow | None) -> str:
-    """The pool of the target's latest try, or of its definition when it has none."""
+    """The pool of the latest try, or of the target's definition when it has none."""
     return row.pool if row is not None else target.pool
 
 

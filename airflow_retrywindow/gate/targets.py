@@ -2,11 +2,16 @@
 
 A :class:`Target` is what the later stages need of a task: the caller's
 estimate, the task's retry settings as the model sees them, whether a
-``RetryWindowPolicy`` classifies its failures, and its pool.
-:func:`resolve_targets` builds them from the DAG's tasks, refusing a task
-outside the DAG, a mapped task and settings the model cannot express (also
-checked when the DAG is parsed, with :func:`unsafe_trigger_rule` for the guarded
-tasks).
+``RetryWindowPolicy`` classifies its failures, its pool, and whether its task
+instances carry map indexes. :func:`resolve_targets` builds them from the DAG's
+tasks, refusing a task outside the DAG and settings the model cannot express
+(also checked when the DAG is parsed, with :func:`unsafe_trigger_rule` for the
+guarded tasks).
+
+A mapped task (``.expand()``) and a task inside a mapped task group are targets
+like any other: the gate decides each of their map indexes. What it cannot do is
+read retry settings that differ per map index; Airflow refuses to map them, save
+through ``expand_kwargs(..., strict=False)``, which is refused here.
 
 This is where the gate touches Airflow's task objects: :func:`task_in` imports
 Airflow's ``MappedOperator`` when it runs, and :func:`settings_of` may read
@@ -27,6 +32,10 @@ from airflow_retrywindow.timing.work import Work
 #: the trigger rule under which a guarded task runs only after its gate succeeded: any
 #: other lets it run after the gate failed or was skipped, without a decision
 SAFE_TRIGGER_RULES = frozenset({"all_success"})
+#: the operator arguments the gate reads once per task: mapped, they would differ per map index
+PER_TASK_ARGUMENTS = frozenset(
+    {"retries", "retry_delay", "retry_exponential_backoff", "max_retry_delay", "retry_policy"}
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,8 @@ class Target:
         how each failure was classified.
     :param pool: the pool the task runs in, per its definition.
     :param pool_slots: the slots one attempt holds, per its definition.
+    :param mapped: whether its task instances carry map indexes: a mapped task, or
+        a task inside a mapped task group.
     """
 
     task_id: str
@@ -48,6 +59,7 @@ class Target:
     gated: bool
     pool: str
     pool_slots: int
+    mapped: bool = False
 
 
 def resolve_targets(dag: Any, targets: Mapping[str, Work]) -> list[Target]:
@@ -78,13 +90,12 @@ def target_of(task_id: str, work: Work, task: Any, settings: RetrySettings) -> T
         gated=gated(task),
         pool=str(getattr(task, "pool", None) or "default_pool"),
         pool_slots=int(getattr(task, "pool_slots", 1) or 1),
+        mapped=is_mapped(task),
     )
 
 
 def task_in(dag: Any, task_id: str) -> Any:
-    """The task ``task_id`` of ``dag``, refusing ids outside it and mapped tasks."""
-    from airflow.sdk.definitions.mappedoperator import MappedOperator
-
+    """The task ``task_id`` of ``dag``, refusing ids outside it and per-index retry settings."""
     task_dict = getattr(dag, "task_dict", {})
     if task_id not in task_dict:
         raise RetryWindowGateError(
@@ -92,19 +103,47 @@ def task_in(dag: Any, task_id: str) -> Any:
             "tasks of its own DAG run (check the task id, including its task group prefix)"
         )
     task = task_dict[task_id]
-    if isinstance(task, MappedOperator):
-        raise RetryWindowGateError(
-            f"target {task_id!r} is a mapped task; the gate decides about whole tasks, "
-            "so target the tasks that are not mapped"
-        )
-    group = task.get_closest_mapped_task_group()
-    if group is not None:
-        # its task instances are mapped too: none is the whole task the gate decides
-        raise RetryWindowGateError(
-            f"target {task_id!r} is inside the mapped task group {group.group_id!r}; the gate "
-            "decides about whole tasks, so target tasks outside mapped task groups"
-        )
+    problem = mapped_settings_problem(task)
+    if problem:
+        raise RetryWindowGateError(f"target {task_id!r} {problem}")
     return task
+
+
+def is_mapped(task: Any) -> bool:
+    """Whether the task's instances carry map indexes: mapped, or in a mapped task group."""
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    return isinstance(task, MappedOperator) or task.get_closest_mapped_task_group() is not None
+
+
+def mapped_settings_problem(task: Any) -> str | None:
+    """Why the gate cannot read one set of retry settings for every map index, or ``None``.
+
+    Airflow keeps the retry settings in a mapped task's ``partial()`` arguments and
+    refuses to map them, except through ``expand_kwargs(..., strict=False)``, whose
+    mapped arguments override them when each map index runs.
+    """
+    mapped = getattr(task, "expand_input", None)
+    if (
+        getattr(task, "_expand_input_attr", None) != "expand_input"  # not mapped, or a @task
+        or getattr(mapped, "EXPAND_INPUT_TYPE", None) != "list-of-dicts"  # expand()
+        or getattr(task, "_disallow_kwargs_override", True)  # a strict expand_kwargs()
+    ):
+        return None
+    value = getattr(mapped, "value", None)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, Mapping) for item in value):
+        return (
+            "is mapped with expand_kwargs(..., strict=False) over values only known when it "
+            "runs, which may override its retry settings per map index; the gate reads one "
+            "set of retry settings for every map index. Use strict=True (the default)"
+        )
+    per_index = sorted({name for item in value for name in item} & PER_TASK_ARGUMENTS)
+    if not per_index:
+        return None
+    return (
+        f"maps {', '.join(per_index)} per map index; the gate reads one set of retry settings "
+        "for every map index, so set them in partial() instead"
+    )
 
 
 def settings_of(task: Any) -> RetrySettings:
@@ -122,7 +161,10 @@ def settings_of(task: Any) -> RetrySettings:
             f"task {task.task_id!r}: {type(policy).__name__}.settings_of returned {found!r}, "
             "not RetrySettings; return RetrySettings.of_task(task, ...) from it"
         )
-    return found
+    # the policy may lengthen each wait by a draw the gate does not see: decide on
+    # the longest it could be, so the gate never finds a task ready too early
+    widened: RetrySettings = policy.jitter.longest_waits(found)
+    return widened
 
 
 def unsafe_trigger_rule(task: Any, gate_id: str) -> str | None:

@@ -24,11 +24,14 @@ the same way):
   unless login and password are given too);
 * optional ``extra`` ``{"verify_ssl": false}`` or ``{"ssl_ca_cert": "/path/ca.pem"}``.
 
-Requests grow with pages, not with targets: the task instances of all targets
-come from one paged ``POST .../taskInstances/list`` with a ``task_ids`` filter,
-the failure classes from one paged XCom key listing, the pools from one paged
-``GET /pools``. Only a target whose task instance was reset since its last try
-(a manual clear) costs one more request, for its earlier tries.
+Requests grow with pages, not with targets nor map indexes: the task instances
+of all targets, every map index of a mapped one included, come from one paged
+``POST .../taskInstances/list`` with a ``task_ids`` filter (that listing takes
+pages of up to 1000 rows whatever ``[api] maximum_page_limit`` says), the
+failure classes of every task instance from one paged XCom key listing, the
+pools from one paged ``GET /pools``. Only a task instance reset since its last
+try (a manual clear) costs one more request, for its earlier tries: Airflow's
+REST API lists the earlier tries of one task instance at a time.
 
 Every failure raises :class:`AirflowApiError` naming the request and the cause,
 so a gate can refuse to decide (fail closed) and say why.
@@ -71,10 +74,12 @@ __all__ = [
 ]
 
 DEFAULT_CONN_ID = "airflow_api_default"
-#: rows per page asked for; the server may cap it (``[api] maximum_page_limit``)
-DEFAULT_PAGE_SIZE = 100
-#: the most rows per page asked for (Airflow's own ``[api] maximum_page_limit`` default)
+#: the most rows per page asked for. The task instance listing (a POST) returns as
+#: many; the GET listings (XCom keys, pools) are capped by the server's
+#: ``[api] maximum_page_limit`` (100 by default), and the reader follows the rows it gets
 MAX_PAGE_SIZE = 1000
+#: rows per page asked for: the most, so 1000 map indexes are one page of task instances
+DEFAULT_PAGE_SIZE = MAX_PAGE_SIZE
 #: seconds to wait for each request
 DEFAULT_TIMEOUT = 30.0
 
@@ -234,21 +239,36 @@ class AirflowApi:
         where = f"task instances of run {run_id!r} of DAG {dag_id!r}"
         return [_row(item, seen) for item, seen in self._pages(page, where)]
 
-    def task_tries(self, dag_id: str, run_id: str, task_id: str) -> list[TaskInstanceRow]:
-        """Every try of one task instance, earlier tries included (one request)."""
+    def task_tries(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = -1
+    ) -> list[TaskInstanceRow]:
+        """Every try of one task instance, earlier tries included (one request).
+
+        :param map_index: the task instance's map index, ``-1`` when it is not mapped.
+        """
         from airflow_client.client import TaskInstanceApi
 
         api = TaskInstanceApi(self._client())
-        where = f"tries of task {task_id!r} in run {run_id!r} of DAG {dag_id!r}"
-        answer = self._call(
-            where,
-            lambda: api.get_task_instance_tries(
+        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+        where = f"tries of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
+
+        def request() -> Any:
+            if map_index < 0:
+                return api.get_task_instance_tries(
+                    dag_id=dag_id,
+                    dag_run_id=run_id,
+                    task_id=task_id,
+                    _request_timeout=self.timeout,
+                )
+            return api.get_mapped_task_instance_tries(
                 dag_id=dag_id,
                 dag_run_id=run_id,
                 task_id=task_id,
+                map_index=map_index,
                 _request_timeout=self.timeout,
-            ),
-        )
+            )
+
+        answer = self._call(where, request)
         seen = _now()
         return [_row(item, seen) for item in answer.task_instances]
 
@@ -279,12 +299,18 @@ class AirflowApi:
             if item.key.startswith(key_prefix)
         ]
 
-    def xcom_value(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any:
-        """The value of one XCom entry (one request)."""
+    def xcom_value(
+        self, dag_id: str, run_id: str, task_id: str, key: str, map_index: int = -1
+    ) -> Any:
+        """The value of one XCom entry (one request).
+
+        :param map_index: the pushing task instance's map index, ``-1`` when not mapped.
+        """
         from airflow_client.client import XComApi
 
         api = XComApi(self._client())
-        where = f"XCom {key!r} of task {task_id!r} in run {run_id!r} of DAG {dag_id!r}"
+        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+        where = f"XCom {key!r} of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
         answer = self._call(
             where,
             lambda: api.get_xcom_entry(
@@ -292,7 +318,7 @@ class AirflowApi:
                 dag_run_id=run_id,
                 task_id=task_id,
                 xcom_key=key,
-                map_index=-1,
+                map_index=map_index,
                 _request_timeout=self.timeout,
             ),
         )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
+from airflow_retrywindow import metrics
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.gate.arguments import RetryWindowArguments, targets_argument
 from airflow_retrywindow.gate.budget import Budget
@@ -20,6 +21,7 @@ from airflow_retrywindow.hooks.airflow_api import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_TIMEOUT,
 )
+from airflow_retrywindow.plugins.link import RetryWindowLink
 from airflow_retrywindow.timing.deadline import Deadline
 
 if TYPE_CHECKING:
@@ -50,13 +52,16 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
     work with its upstream gate, the gate decides the repeat.
 
     :param targets: task id -> :class:`~airflow_retrywindow.Work` (duration,
-        validation, safe_repeat) of each task of this DAG to decide about.
+        validation, safe_repeat) of each task of this DAG to decide about
+        (``"grp.load"`` for a task in a task group). A mapped target is decided
+        per map index, and lets its guarded tasks run only when every map index may.
     :param deadline: when the delivery is due: a :class:`~airflow_retrywindow.Deadline`,
         an aware datetime, or a callable of the context returning one.
     :param guard: the tasks this gate protects: a list of target ids (each guards
         itself), or a mapping of downstream task id -> the target id(s) it repeats.
         Guarded tasks must be direct downstream tasks of the gate with the
-        trigger rule ``all_success``, so that they never run without a decision.
+        trigger rule ``all_success``, so that they never run without a decision;
+        they may be mapped or inside a (mapped) task group.
         Default: every target. A gate placed after its targets, to publish the
         table only, takes ``guard=[]``.
     :param observations: explicit observations overriding Airflow's view of
@@ -75,6 +80,9 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
     :param page_size: rows asked for per API page.
     :param api_timeout: seconds to wait for each API request.
     """
+
+    # a button on the task instance to its Retry window tab
+    operator_extra_links = (RetryWindowLink(),)
 
     def __init__(
         self,
@@ -144,6 +152,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
                 problems.append(problem)
         return problems
 
+    @metrics.counts_gate_errors(by=metrics.GATE)
     def execute(self, context: Context) -> None:
         problems = self.retry_window_problems()
         if problems:
@@ -183,8 +192,9 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
             guard=guard,
             skipped=[task.task_id for task in to_skip],
         )
+        metrics.gate_decided(record, by=metrics.GATE)
         for row in table.decisions:
-            self.log.info("Retry window %s: %s", row.task_id, row.reason)
+            self.log.info("Retry window %s: %s", row.label, row.reason)
         self.log.info("Retry window status update:\n%s", record["statusUpdate"])
         # the record first: skipping ends the task, and the evidence must survive it
         ti.xcom_push(key="return_value", value=record)

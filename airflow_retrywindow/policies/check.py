@@ -46,7 +46,10 @@ def task_problem(task: Any) -> str | None:
         task.retry_policy.settings_of(task)
     except UnsupportedRetrySettings as error:
         return str(error)
-    return None
+    dag = task.dag if task.has_dag() else None
+    # a deadline taken from the DAG's alerts can be checked before any run
+    found = task.retry_policy.deadline.problems_in(dag) if dag is not None else []
+    return f"task {task.task_id!r}: {'; '.join(found)}" if found else None
 
 
 def check_dag(dag: Any) -> list[str]:

@@ -1,7 +1,9 @@
 """The evidence a decision leaves behind, so it can be explained and replayed.
 
 Each decision of :class:`~airflow_retrywindow.RetryWindowPolicy` is logged at INFO
-and stored in the task state store under :data:`EVIDENCE_KEY`. The ``fixture``
+and stored in the task state store under :data:`EVIDENCE_KEY`. The store and XCom
+are per task instance in Airflow 3.3, map index included: each map index of a
+mapped task keeps its own decisions and failure class. The ``fixture``
 is the exact JSON the model saw; ``airflow-retrywindow evaluate`` on it prints
 ``result`` byte for byte, and ``origin`` turns its seconds back into real times.
 """

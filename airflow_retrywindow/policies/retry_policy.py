@@ -23,14 +23,16 @@ from typing import Any
 import pendulum
 from airflow.sdk import RetryDecision, RetryPolicy
 
+from airflow_retrywindow import metrics
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies import evidence
-from airflow_retrywindow.policies.failures import UNKNOWN, Classifier, ExceptionSpec
+from airflow_retrywindow.policies.failures import RETRYABLE, UNKNOWN, Classifier, ExceptionSpec
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
+from airflow_retrywindow.timing.jitter import Jitter, TryKey
 from airflow_retrywindow.timing.reasons import MAX_REASON, reason
 from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
 from airflow_retrywindow.timing.work import Work
@@ -70,7 +72,8 @@ class RetryWindowPolicy(RetryPolicy):
     fails the task with a reason naming the decision and its times.
 
     :param deadline: when the delivery is due: a :class:`Deadline`, an aware
-        datetime, or a callable of the task context returning one.
+        datetime, an Airflow ``DeadlineAlert`` of the DAG, or a callable of the
+        task context returning one.
     :param duration: estimated length of one attempt (timedelta or seconds).
     :param validation: time to validate the output; counts towards the deadline.
     :param safe_repeat: the DAG author's claim that repeating is harmless.
@@ -84,6 +87,9 @@ class RetryWindowPolicy(RetryPolicy):
     :param max_observation_age: how old an observation may be (default 60 s).
     :param on_error: ``"fail"`` (default) refuses the retry when the gate cannot
         evaluate; ``"default"`` hands the failure back to Airflow's own retries.
+    :param jitter: lengthen each wait by up to this fraction of it (``0.2``: 0 to
+        20 %), the same for a given try every time, never past ``max_retry_delay``.
+        The model checks the lengthened wait against the deadline. Default 0 (off).
     """
 
     def __init__(
@@ -98,8 +104,10 @@ class RetryWindowPolicy(RetryPolicy):
         retryable: Iterable[ExceptionSpec] = (),
         max_observation_age: timedelta | float = timedelta(seconds=60),
         on_error: str = "fail",
+        jitter: float = 0.0,
     ) -> None:
         self.deadline = Deadline.coerce(deadline)
+        self.jitter = Jitter(jitter)
         self.work = Work(
             duration=as_timedelta(duration, "duration"),
             validation=as_timedelta(validation, "validation"),
@@ -175,6 +183,8 @@ class RetryWindowPolicy(RetryPolicy):
         check: str = "retry-policy",
     ) -> RetryDecision:
         now = pendulum.now("UTC")
+        due = self.deadline.resolve(context)
+        settings, spread = self._spread(settings, failed, context)
         facts = TaskFacts(
             task_id=settings.task_id,
             state=failed.failure,
@@ -185,7 +195,7 @@ class RetryWindowPolicy(RetryPolicy):
         )
         fixture = ClockedFixture.build(
             as_of=now,
-            deadline=self.deadline.resolve(context),
+            deadline=due,
             max_observation_age=self.max_observation_age,
             settings=settings,
             tasks=[facts],
@@ -212,10 +222,30 @@ class RetryWindowPolicy(RetryPolicy):
                 failure=failed.failure,
                 reason=text,
                 action=decision.action.value,
-                extra={"deadline": self.deadline.describe(), "check": check},
+                extra={
+                    "deadline": self.deadline.describe(),
+                    "deadlineAt": due.isoformat(),
+                    "check": check,
+                    **spread,
+                },
             ),
         )
+        metrics.policy_decided(context, entry, fixture.payload, by=check, failure=failed.failure)
         return decision
+
+    def _spread(
+        self, settings: RetrySettings, failed: Failure, context: Mapping[str, Any]
+    ) -> tuple[RetrySettings, dict[str, Any]]:
+        """The settings the fixture carries, lengthened by this try's jitter when it is on.
+
+        Only a retryable failure can be given a wait; the others keep the evidence
+        free of a wait nobody keeps.
+        """
+        if not self.jitter.enabled or failed.failure != RETRYABLE:
+            return settings, {}
+        key = TryKey.of_task_instance(context.get("ti"), failed.try_number)
+        jittered, drawn = self.jitter.apply(settings, failed.attempts, key)
+        return jittered, {"jitter": drawn.as_dict()}
 
     def _keep_evidence(self, context: Mapping[str, Any] | None, entry: dict[str, Any]) -> None:
         try:
@@ -261,6 +291,7 @@ class RetryWindowPolicy(RetryPolicy):
                     try_number=try_number, reason=cause, action=decision.action.value
                 ),
             )
+            metrics.gate_error(context, by=metrics.RETRY_POLICY)
             return decision
         except BaseException:
             return RetryDecision.fail(reason=_GATE_ERROR)
@@ -275,6 +306,7 @@ class RetryWindowPolicy(RetryPolicy):
             "safe_repeat": self.work.safe_repeat,
             "max_observation_age": self.max_observation_age,
             "on_error": self.on_error,
+            "jitter": self.jitter.fraction,
             **self.classifier.describe(),
         }
 

@@ -12,7 +12,9 @@ The provider's cluster policy installs it on every task with a
 ``RetryWindowPolicy``, on the DAG processor and in the worker alike, so DAG
 authors write nothing. The first try of a window (the first run, or a manual
 clear, which is a person's decision) is never refused. It costs one read of the
-task state store per try start, and none on a window's first try.
+task state store per try start, and none on a window's first try. Airflow keeps
+that store per task instance, map index included, so each map index of a mapped
+task is checked against its own decisions.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_retrywindow import metrics
 from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.redaction import describe_exception
 
@@ -41,6 +44,7 @@ class RetryStartCheck:
     def __call__(self, context: Mapping[str, Any]) -> None:
         refusal = self.refusal(context)
         if refusal is not None:
+            metrics.retry_start_refused(context)
             from airflow.sdk.exceptions import AirflowFailException
 
             # fails the try at once, without the retry policy and without retries
@@ -61,6 +65,7 @@ class RetryStartCheck:
                 return None
             return policy.refuse_unrecorded_retry(context, previous)  # type: ignore[no-any-return]
         except Exception as error:
+            metrics.gate_error(context, by=metrics.RETRY_START)
             return self._cannot_check(policy, error)
 
     @staticmethod

@@ -13,6 +13,7 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.bases.sensor import PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
+from airflow_retrywindow import metrics
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.gate.arguments import (
     RetryWindowArguments,
@@ -20,7 +21,6 @@ from airflow_retrywindow.gate.arguments import (
     targets_argument,
 )
 from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.decide import WAIT_BACKOFF
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
 from airflow_retrywindow.gate.targets import resolve_targets, unsafe_trigger_rule
@@ -29,6 +29,7 @@ from airflow_retrywindow.hooks.airflow_api import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_TIMEOUT,
 )
+from airflow_retrywindow.plugins.link import RetryWindowLink
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.work import Work
 
@@ -58,12 +59,18 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
       budget) - the sensor short-circuits: its downstream tasks are skipped, the
       reason is logged and kept in the ``return_value`` XCom.
 
+    A mapped target (``.expand()``, or a task inside a mapped task group) is
+    decided per map index: the sensor succeeds when every map index may run,
+    waits until the latest ``earliestStart`` among the map indexes that wait, and
+    skips as soon as any map index is refused.
+
     ``timeout`` and ``soft_fail`` behave as for any sensor: when the backoff ends
     after the timeout, the sensor times out (is skipped with ``soft_fail``). If
     the sensor cannot decide (API unreachable, connection missing) it fails, so
     the retry does not run.
 
-    :param target: the task of this DAG whose retry is held.
+    :param target: the task of this DAG whose retry is held (``"grp.load"`` for a
+        task in a task group); it may be mapped.
     :param work: the estimate for one attempt of it.
     :param deadline: when the delivery is due (see :class:`~airflow_retrywindow.Deadline`).
     :param observations: explicit observations of the target (templated).
@@ -77,6 +84,9 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
     :param page_size: rows asked for per API page.
     :param api_timeout: seconds to wait for each API request.
     """
+
+    # a button on the task instance to its Retry window tab
+    operator_extra_links = (RetryWindowLink(),)
 
     def __init__(
         self,
@@ -137,6 +147,7 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
 
     # -- the three ways of waiting ------------------------------------------------
 
+    @metrics.counts_gate_errors(by=metrics.SENSOR)
     def execute(self, context: Context) -> Any:
         problems = self.retry_window_problems()
         if problems:
@@ -165,8 +176,9 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
         decided = self._decide(context)
-        row = decided.table.decision(self.target)
-        if row.decision == WAIT_BACKOFF and not self._blocked(decided):
+        # a mapped target waits for the map index whose backoff ends last
+        row = decided.table.longest_wait(self.target)
+        if row is not None:
             self._next_start = row.earliest_start
             # the latest evaluation stays visible while the sensor waits
             record = self._record(context, decided, waits=[])
@@ -197,8 +209,9 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         self, context: Context, *, started: pendulum.DateTime, waits: list[dict[str, Any]]
     ) -> Any:
         decided = self._decide(context)
-        row = decided.table.decision(self.target)
-        if row.decision != WAIT_BACKOFF or self._blocked(decided) or row.earliest_start is None:
+        # a mapped target waits for the map index whose backoff ends last
+        row = decided.table.longest_wait(self.target)
+        if row is None or row.earliest_start is None:
             return self._finish(
                 context, self._record(context, decided, waits=waits, started=started)
             )
@@ -208,11 +221,11 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             record = self._record(context, decided, waits=waits, started=started)
             context["ti"].xcom_push(key="return_value", value={**record, "action": "timeout"})
             self._time_out(
-                f"Sensor has timed out: the backoff of {self.target} ends at "
+                f"Sensor has timed out: the backoff of {row.label} ends at "
                 f"{until.format(_UTC)}, after the sensor's timeout at {time_limit.format(_UTC)}"
             )
         at = decided.table.as_of.format(_UTC)
-        waits.append({"at": at, "until": until.format(_UTC), "reason": row.reason})
+        waits.append({"at": at, "until": until.format(_UTC), "reason": row.blockers()[0]})
         record = self._record(context, decided, waits=waits, started=started)
         # visible while deferred, and read back on resume (next_kwargs are not kept by dag.test)
         context["ti"].xcom_push(key="return_value", value=record)
@@ -232,19 +245,14 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         """What this sensor decides about (its target), and how it reads its run."""
         return self._gate_settings({self.target: self.work})
 
+    @metrics.counts_gate_errors(by=metrics.SENSOR)
     def _decide(self, context: Context) -> GateDecision:
         decided = decide_run(
             self.gate_settings(), context, observations=self.observations, budget=self.budget
         )
-        self.log.info(
-            "Retry window %s: %s", self.target, decided.table.decision(self.target).reason
-        )
+        for row in decided.table.rows_of(self.target):
+            self.log.info("Retry window %s: %s", row.label, row.reason)
         return decided
-
-    def _blocked(self, decided: GateDecision) -> bool:
-        row = decided.table.decision(self.target)
-        budget = decided.table.budget
-        return row.capacity.blocks or bool(budget and budget.blocks)
 
     def _record(
         self,
@@ -254,11 +262,10 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         waits: list[dict[str, Any]],
         started: pendulum.DateTime | None = None,
     ) -> dict[str, Any]:
-        row = decided.table.decision(self.target)
         blockers = decided.table.blockers(self.target)
         if not blockers:
             action = "run"
-        elif row.decision == WAIT_BACKOFF and blockers == [row.reason]:
+        elif decided.table.longest_wait(self.target) is not None:
             action = "wait"
         else:
             action = "skip"
@@ -266,7 +273,7 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             {"taskId": task_id, "targets": [self.target], "action": action, "blockers": blockers}
             for task_id in sorted(self.downstream_task_ids)
         ]
-        return build(
+        record = build(
             decided.table,
             requests=decided.requests,
             api=decided.api,
@@ -285,6 +292,8 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
                 "firstEvaluatedAt": (started or decided.table.as_of).format(_UTC),
             },
         )
+        metrics.gate_decided(record, by=metrics.SENSOR)
+        return record
 
     def _finish(self, context: Context, record: dict[str, Any]) -> None:
         ti = context["ti"]

@@ -8,6 +8,8 @@ decision time, so one DAG file serves every run. Choose one of the constructors:
     Deadline.after_data_interval_start(hours=30)
     Deadline.daily_at("06:00", tz="Europe/Lisbon")
     Deadline.computed(lambda context: ...)
+    Deadline.from_alert(positions_ready)      # an Airflow DeadlineAlert of the DAG
+    Deadline.dag_alert("positions ready")     # the run's DAG's alert of that name
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pendulum.tz.exceptions import InvalidTimezone
 
 from airflow_retrywindow.exceptions import ClockError, DeadlineError
 from airflow_retrywindow.timing.clock import require_aware
+from airflow_retrywindow.timing.deadline_alert import AlertRule, belongs_to, pick_alert
 
 _WALL_CLOCK = re.compile(r"(?P<hour>[01]\d|2[0-3]):(?P<minute>[0-5]\d)")
 
@@ -38,6 +41,15 @@ class Deadline(abc.ABC):
     @abc.abstractmethod
     def describe(self) -> str:
         """How the deadline is defined, in words, for the evidence."""
+
+    def problems_in(self, dag: object) -> list[str]:
+        """What keeps this deadline from resolving in any run of ``dag``, found at parse time.
+
+        Only a deadline read from the DAG's alerts can be checked without a run.
+
+        :param dag: the DAG of the task or gate that uses this deadline.
+        """
+        return []
 
     @classmethod
     def at(cls, when: datetime) -> Deadline:
@@ -99,18 +111,52 @@ class Deadline(abc.ABC):
         return _Computed(function)
 
     @classmethod
+    def from_alert(cls, alert: object) -> Deadline:
+        """The need-by time of an Airflow ``DeadlineAlert`` of the DAG, as Airflow computes it.
+
+        One definition then drives both Airflow's deadline alert and the retry
+        decisions. The alert is checked now: only ``DAGRUN_LOGICAL_DATE`` and
+        ``FIXED_DATETIME`` references with a ``timedelta`` interval can be computed
+        exactly as Airflow does; any other is refused with its name. At decision
+        time the alert must be one of the run's DAG's alerts (``DAG(deadline=...)``),
+        or there is no Airflow instant to agree with.
+
+        :param alert: an ``airflow.sdk.DeadlineAlert``.
+        """
+        return _Alert(alert, AlertRule.of(alert))
+
+    @classmethod
+    def dag_alert(cls, name: str | None = None) -> Deadline:
+        """The need-by time of the run's DAG's deadline alert, read at decision time.
+
+        :param name: the alert's ``name``; ``None`` takes the DAG's only alert, and
+            is refused when the DAG has several.
+        """
+        if name is not None and (not isinstance(name, str) or not name):
+            raise DeadlineError(f"deadline alert name must be a non-empty string, got {name!r}")
+        return _DagAlert(name)
+
+    @classmethod
     def coerce(cls, value: object) -> Deadline:
-        """Accept a :class:`Deadline`, an aware datetime, or a callable of the context."""
+        """Accept a :class:`Deadline`, an aware datetime, an Airflow ``DeadlineAlert``,
+        or a callable of the context."""
         if isinstance(value, Deadline):
             return value
         if isinstance(value, datetime):
             return cls.at(value)
+        if _looks_like_alert(value):
+            return cls.from_alert(value)
         if callable(value):
             return cls.computed(value)
         raise DeadlineError(
-            "deadline must be a Deadline, an aware datetime or a callable of the task "
-            f"context, got {value!r}"
+            "deadline must be a Deadline, an aware datetime, an Airflow DeadlineAlert or a "
+            f"callable of the task context, got {value!r}"
         )
+
+
+def _looks_like_alert(value: object) -> bool:
+    # read without importing Airflow: a DeadlineAlert is a reference, an interval and a callback
+    return all(hasattr(value, part) for part in ("reference", "interval", "callback"))
 
 
 def _offset(offset: Mapping[str, float]) -> timedelta:
@@ -193,3 +239,47 @@ class _Computed(Deadline):
     def describe(self) -> str:
         name = getattr(self.function, "__qualname__", repr(self.function))
         return f"computed by {name}"
+
+
+@dataclass(frozen=True)
+class _Alert(Deadline):
+    alert: object
+    rule: AlertRule
+
+    def resolve(self, context: Mapping[str, Any]) -> pendulum.DateTime:
+        dag = context.get("dag")
+        if dag is not None and not belongs_to(self.alert, dag):
+            raise DeadlineError(
+                f"{self.rule.describe()} is not one of the deadline alerts of DAG "
+                f"{getattr(dag, 'dag_id', dag)!r}, so Airflow computes no instant for it; "
+                "add it to DAG(deadline=[...]) or use Deadline.dag_alert(name)"
+            )
+        return self.rule.instant(context)
+
+    def describe(self) -> str:
+        return self.rule.describe()
+
+    def problems_in(self, dag: object) -> list[str]:
+        if belongs_to(self.alert, dag):
+            return []
+        return [f"{self.rule.describe()} is not one of the DAG's deadline alerts"]
+
+
+@dataclass(frozen=True)
+class _DagAlert(Deadline):
+    name: str | None
+
+    def resolve(self, context: Mapping[str, Any]) -> pendulum.DateTime:
+        return AlertRule.of(pick_alert(context.get("dag"), self.name)).instant(context)
+
+    def problems_in(self, dag: object) -> list[str]:
+        try:
+            AlertRule.of(pick_alert(dag, self.name))
+        except DeadlineError as error:
+            return [str(error)]
+        return []
+
+    def describe(self) -> str:
+        if self.name is None:
+            return "the DAG's only Airflow deadline alert"
+        return f"the DAG's Airflow deadline alert {self.name!r}"

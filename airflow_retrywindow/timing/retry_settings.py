@@ -9,12 +9,13 @@ change: a wrong translation would gate retries on a timeline that never runs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from airflow_retrywindow.exceptions import UnsupportedRetrySettings
 from airflow_retrywindow.model.bounds import DURATION_LIMIT, MAX_ATTEMPTS, MAX_MULTIPLIER
+from airflow_retrywindow.model.rules import backoff_delay
 from airflow_retrywindow.timing.clock import as_timedelta, seconds_down, seconds_up
 
 #: the model's attempt bound in Airflow's terms: ``retries`` counts after the first run
@@ -34,6 +35,9 @@ class RetrySettings:
     :param initial_delay: ``retry_delay`` in whole seconds.
     :param multiplier: ``retry_exponential_backoff`` (1 when off, 2 for ``True``).
     :param max_delay: ``max_retry_delay``, or Airflow's own cap, in whole seconds.
+    :param delay_ceiling: the longest wait jitter may lengthen a constant delay to:
+        ``max_retry_delay`` or Airflow's own cap (which Airflow itself applies only
+        to exponential backoff). ``None``: ``max_delay``.
     """
 
     task_id: str
@@ -41,6 +45,7 @@ class RetrySettings:
     initial_delay: int
     multiplier: int
     max_delay: int
+    delay_ceiling: int | None = None
 
     @classmethod
     def of_task(cls, task: Any, *, delay_cap: int = AIRFLOW_DELAY_CAP) -> RetrySettings:
@@ -71,8 +76,10 @@ class RetrySettings:
         initial = _delay(retry_delay, "retry_delay", where)
         multiplier = _multiplier(retry_exponential_backoff, where)
         if multiplier == 1:
-            # Airflow applies max_retry_delay only to exponential backoff
-            return cls(task_id, count, initial, 1, initial)
+            # Airflow applies max_retry_delay only to exponential backoff; the
+            # author's cap still bounds how far jitter may lengthen the delay
+            ceiling = _constant_ceiling(max_retry_delay, delay_cap, initial, where)
+            return cls(task_id, count, initial, 1, initial, ceiling)
         cap = delay_cap if max_retry_delay is None else _cap(max_retry_delay, where)
         if cap < initial:
             raise UnsupportedRetrySettings(
@@ -85,6 +92,40 @@ class RetrySettings:
     def max_attempts(self) -> int:
         """Runs in one window, the first included."""
         return self.retries + 1
+
+    @property
+    def longest_wait(self) -> int:
+        """The longest wait these settings allow, whole seconds."""
+        return self.max_delay if self.delay_ceiling is None else self.delay_ceiling
+
+    def backoff(self, attempts: int) -> int:
+        """The model's wait after ``attempts`` attempts of the window."""
+        return backoff_delay(
+            attempts,
+            initial_delay=self.initial_delay,
+            max_delay=self.max_delay,
+            multiplier=self.multiplier,
+        )
+
+    def with_backoff(self, attempts: int, wait: int) -> RetrySettings:
+        """These settings as the model policy whose wait after ``attempts`` is ``wait``.
+
+        For one decision's fixture: the model has no jitter, so a lengthened wait
+        reaches it as the policy. ``maxDelay`` becomes ``wait`` and ``initialDelay``
+        the smallest delay whose growth reaches it, so that
+        ``min(maxDelay, initialDelay * multiplier ** (attempts - 1))`` is ``wait``
+        exactly; attempts and multiplier stay as they are.
+
+        :param attempts: attempts started in the window, 1 or more.
+        :param wait: the wait, from :meth:`backoff` to :attr:`longest_wait` seconds.
+        """
+        if not self.backoff(attempts) <= wait <= self.longest_wait:
+            raise UnsupportedRetrySettings(
+                f"task {self.task_id!r}: a wait of {wait} s after {attempts} attempts is "
+                f"outside {self.backoff(attempts)} s to {self.longest_wait} s"
+            )
+        growth: int = self.multiplier ** (attempts - 1)
+        return replace(self, initial_delay=-(-wait // growth), max_delay=wait)
 
     def model_policy(self) -> dict[str, int]:
         """The model's ``policy`` object."""
@@ -167,6 +208,18 @@ def _cap(value: object, where: str) -> int:
             f"{where}: max_retry_delay={_show(delta)} is under 1 s; set at least 1 s"
         )
     return seconds
+
+
+def _constant_ceiling(max_retry_delay: object, delay_cap: int, initial: int, where: str) -> int:
+    if max_retry_delay is None:
+        return max(initial, min(delay_cap, DURATION_LIMIT))
+    try:
+        cap = _cap(max_retry_delay, where)
+    except UnsupportedRetrySettings:
+        # Airflow ignores this setting for a constant delay, so it is not refused
+        # here; unreadable, it leaves jitter no room
+        return initial
+    return max(initial, min(cap, DURATION_LIMIT))
 
 
 def _multiplier(value: object, where: str) -> int:

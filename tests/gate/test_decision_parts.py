@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +20,6 @@ from airflow_retrywindow.gate.decide import decide, group_by_policy
 from airflow_retrywindow.gate.observations import parse_observations
 from airflow_retrywindow.gate.observe import observe, observe_explicitly
 from airflow_retrywindow.gate.run import GateSettings, decide_run
-from airflow_retrywindow.gate.snapshot import unmapped_rows
 from airflow_retrywindow.gate.targets import Target, settings_of
 from airflow_retrywindow.hooks.airflow_api import (
     AirflowApi,
@@ -346,22 +344,6 @@ def test_observations_of_a_task_never_tried_need_attempts() -> None:
         observe_explicitly(_target(), parsed["load"], never)
 
 
-# -- matching targets to task instances ------------------------------------------------
-
-
-def test_a_target_with_only_mapped_task_instances_is_a_gate_error() -> None:
-    # a target inside a mapped task group: every task instance has a map index
-    mapped = [replace(_row("failed"), map_index=index) for index in (0, 1, 2)]
-    with pytest.raises(RetryWindowGateError) as raised:
-        unmapped_rows([*mapped, _row("success", task_id="extract")], ["load", "extract"])
-    message = str(raised.value)
-    assert "target 'load'" in message and "map_index" in message
-    found = unmapped_rows([_row("failed"), _row("success", task_id="extract")], ["load", "extract"])
-    assert set(found) == {"load", "extract"}
-    # a target with no task instance at all is simply absent: never tried
-    assert unmapped_rows([_row("failed")], ["load", "fresh"]) == {"load": _row("failed")}
-
-
 # -- credentials never stored ----------------------------------------------------------
 
 
@@ -557,6 +539,7 @@ def test_the_pure_parts_import_no_airflow() -> None:
         "airflow_retrywindow.gate.capacity",
         "airflow_retrywindow.gate.targets",
         "airflow_retrywindow.gate.airflow_states",
+        "airflow_retrywindow.gate.instances",
         "airflow_retrywindow.gate.snapshot",
         "airflow_retrywindow.gate.observations",
         "airflow_retrywindow.gate.observe",

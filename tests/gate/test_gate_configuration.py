@@ -52,13 +52,13 @@ def test_the_dag_processor_refuses_misplaced_gates(airflow_db: Path) -> None:
         "guarded task 'load' must be directly downstream of gate 'gate'"
         in errors["not_downstream.py"]
     )
-    assert errors["mapped_group.py"].endswith(
-        "retry window gate: target 'per_file.load_file' is inside the mapped task group "
-        "'per_file'; the gate decides about whole tasks, so target tasks outside mapped task "
-        "groups"
+    # mapped targets are decided per map index; retries that differ per index are not
+    assert errors["mapped_retries.py"].endswith(
+        "retry window gate: target 'copy' maps retries per map index; the gate reads one set "
+        "of retry settings for every map index, so set them in partial() instead"
     )
-    assert "good_gate.py" not in errors
-    assert "DAGS ['rw_gate_good']" in done.stdout
+    assert "good_gate.py" not in errors and "good_mapped.py" not in errors
+    assert "DAGS ['rw_gate_good', 'rw_gate_good_mapped']" in done.stdout
 
 
 def _gate(**overrides: Any) -> Any:

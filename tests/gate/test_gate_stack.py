@@ -1,7 +1,8 @@
 """The gate and the sensor on a full Airflow: API server, scheduler, DAG processor, triggerer.
 
 A person clears the guarded work; the gate decides the repeat from the real
-task instances and the evidence the retry policy left. A deferrable sensor waits
+task instances and the evidence the retry policy left, map index by map index
+for a mapped load and a load in a mapped task group. A deferrable sensor waits
 out a backoff in the triggerer, holding no worker slot, then lets the retry run.
 """
 
@@ -26,7 +27,7 @@ DAGS = Path(__file__).with_name("stack_dags")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("gate-stack")
     services = ["api-server", "scheduler", "dag-processor", "triggerer"]
-    dag_ids = ["rw_gate_clear", "rw_gate_defer"]
+    dag_ids = ["rw_gate_clear", "rw_gate_defer", "rw_gate_mapped_clear"]
     with sqlite_stack(home, services, dag_ids, dags_folder=DAGS) as running:
         yield running
 
@@ -51,11 +52,11 @@ def _when(value: object) -> pendulum.DateTime:
     return parsed
 
 
-def _clear_with_upstream(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> None:
+def _clear_with_upstream(stack: AirflowStack, dag_id: str, run_id: str, *task_ids: str) -> None:
     stack.api(
         "POST",
         f"/api/v2/dags/{dag_id}/clearTaskInstances",
-        {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id],
+        {"dry_run": False, "dag_run_id": run_id, "task_ids": list(task_ids),
          "include_upstream": True, "only_failed": False, "reset_dag_runs": True},
     )  # fmt: skip
 
@@ -158,3 +159,49 @@ def test_a_deferred_sensor_holds_no_worker_slot_and_resumes_after_the_backoff(
     assert record["action"] == "run"
     assert len(record["waits"]) >= 1
     assert record["waits"][0]["reason"].startswith("wait-backoff: attempt 2 of 2")
+
+
+def _mapped(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> list[tuple[Any, ...]]:
+    """(map index, state, try number) of every task instance of ``task_id``."""
+    rows = stack.rows(
+        "select map_index, state, try_number from task_instance "
+        "where dag_id=:d and run_id=:r and task_id=:t order by map_index",
+        d=dag_id,
+        r=run_id,
+        t=task_id,
+    )
+    return [tuple(row) for row in rows]
+
+
+def test_a_cleared_mapped_repeat_is_decided_per_map_index_and_skipped(
+    stack: AirflowStack,
+) -> None:
+    dag_id, targets = "rw_gate_mapped_clear", ("load", "per_partition.load_part")
+    run_id = stack.trigger(dag_id, conf={}, logical_date="2026-11-03")
+    assert stack.wait_for_run(dag_id, run_id, timeout=180) == "failed"
+    first = _record(stack, dag_id, run_id, "gate")
+    assert {row["decision"] for row in first["decisions"]} == {"not-attempted"}
+    for task_id in targets:
+        assert _mapped(stack, dag_id, run_id, task_id) == [
+            (0, "success", 1), (1, "failed", 1), (2, "success", 1),
+        ]  # fmt: skip
+
+    # "just re-run the loads": every map index is decided on its last try
+    _clear_with_upstream(stack, dag_id, run_id, *targets)
+    _wait_for_end(stack, dag_id, run_id, cleared=1)
+    held = _record(stack, dag_id, run_id, "gate")
+    assert [(row["taskId"], row["mapIndex"], row["decision"]) for row in held["decisions"]] == [
+        (task_id, index, decision)
+        for task_id in targets
+        for index, decision in enumerate(
+            ["validate-output", "reconcile-effects", "validate-output"]
+        )
+    ]
+    assert held["skipped"] == sorted(targets)
+    # expanded before the clear, every map index of both repeats is skipped, none ran again
+    for task_id in targets:
+        assert _mapped(stack, dag_id, run_id, task_id) == [
+            (0, "skipped", 1), (1, "skipped", 1), (2, "skipped", 1),
+        ]  # fmt: skip
+    # the token, the listing, the earlier tries of each cleared map index, XCom keys, pools
+    assert held["requests"] == 1 + 1 + 6 + 1 + 1

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import timedelta
 from types import SimpleNamespace
@@ -24,16 +23,18 @@ from airflow_retrywindow.gate import run as gate_run
 from airflow_retrywindow.gate.arguments import observation_age_argument
 from airflow_retrywindow.gate.capacity import PoolState
 from airflow_retrywindow.gate.decide import decide, group_by_policy
+from airflow_retrywindow.gate.instances import Instance
 from airflow_retrywindow.gate.observations import parse_observations
 from airflow_retrywindow.gate.observe import observe_run
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.snapshot import RunSnapshot, read_snapshot
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.airflow_api import PoolRow, TaskInstanceRow, XComKey
+from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow, XComKey
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS, MAX_OBSERVATION_AGE, MAX_TASKS
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
+from tests.gate.fake_reader import FakeReader, pool_row
 
 NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
 WORK = Work(duration=timedelta(minutes=5), validation=timedelta(minutes=1), safe_repeat=True)
@@ -64,56 +65,6 @@ def _key(task_id: str, key: str, *, at: pendulum.DateTime = NOW) -> XComKey:
     return XComKey(task_id, -1, key, at)
 
 
-def _pool_row(name: str = "db", slots: int = 2, occupied: int = 0) -> PoolRow:
-    return PoolRow(name, slots, occupied, 0, slots - occupied, False)
-
-
-class FakeReader:
-    """The reads of ``AirflowApiHook(...).get_conn()``, answered from memory and logged."""
-
-    def __init__(
-        self,
-        rows: list[TaskInstanceRow],
-        *,
-        tries: Mapping[str, list[TaskInstanceRow]] | None = None,
-        keys: list[XComKey] | None = None,
-        values: Mapping[str, Any] | None = None,
-        pools: Mapping[str, PoolRow] | None = None,
-    ) -> None:
-        self.rows, self.tries, self.keys = rows, tries or {}, keys or []
-        self.values = values or {}
-        self.pool_rows = {"db": _pool_row()} if pools is None else pools
-        self.calls: list[tuple[Any, ...]] = []
-        self.requests = 1  # the token
-        self.base_url = "http://api:8080"
-
-    def _made(self, *call: Any) -> None:
-        self.calls.append(call)
-        self.requests += 1
-
-    def task_instances(
-        self, dag_id: str, run_id: str, task_ids: Collection[str]
-    ) -> list[TaskInstanceRow]:
-        self._made("task_instances", dag_id, run_id, sorted(task_ids))
-        return self.rows
-
-    def task_tries(self, dag_id: str, run_id: str, task_id: str) -> list[TaskInstanceRow]:
-        self._made("task_tries", task_id)
-        return self.tries.get(task_id, [])
-
-    def xcom_keys(self, dag_id: str, run_id: str, key_prefix: str) -> list[XComKey]:
-        self._made("xcom_keys", key_prefix)
-        return self.keys
-
-    def xcom_value(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any:
-        self._made("xcom_value", task_id, key)
-        return self.values.get(task_id)
-
-    def pools(self, names: Collection[str]) -> dict[str, PoolRow]:
-        self._made("pools", sorted(names))
-        return {name: row for name, row in self.pool_rows.items() if name in names}
-
-
 def _read(reader: FakeReader, *targets: Target) -> RunSnapshot:
     return read_snapshot(reader, "dag", "run", list(targets))
 
@@ -135,7 +86,7 @@ def test_read_lists_instances_keys_and_pools_once_whatever_the_targets() -> None
     assert reader.calls[0] == ("task_instances", "dag", "run", sorted(t.task_id for t in targets))
     assert reader.calls[1] == ("xcom_keys", "retry_window.")
     assert (snapshot.requests, snapshot.api) == (4, "http://api:8080")
-    assert snapshot.latest_tries == {row.task_id: row for row in rows}
+    assert snapshot.latest_tries == {Instance(row.task_id): row for row in rows}
     assert snapshot.xcom_keys == tuple(keys)
     assert snapshot.pools == {"db": PoolState("db", 2, 0, 0, 2, False)}
 
@@ -146,7 +97,7 @@ def test_read_lists_no_xcom_keys_when_nothing_failed() -> None:
     assert _called(reader) == ["task_instances", "pools"]
     # a target with no task instance keeps its definition's pool
     assert reader.calls[-1] == ("pools", ["db", "other"])
-    assert snapshot.latest_try("fresh") is None
+    assert snapshot.latest_try(Instance("fresh")) is None
     assert snapshot.xcom_keys == () and snapshot.evidence == {}
     assert set(snapshot.pools) == {"db"}  # "other" does not exist
 
@@ -159,9 +110,9 @@ def test_read_fetches_the_earlier_tries_of_a_reset_target_only() -> None:
     )
     snapshot = _read(reader, _target("load"), _target("fresh"), _target("report"))
     assert _called(reader) == ["task_instances", "task_tries", "xcom_keys", "pools"]
-    assert reader.calls[1] == ("task_tries", "load")
-    assert snapshot.latest_try("load") == tries[1]
-    fresh = snapshot.latest_try("fresh")
+    assert reader.calls[1] == ("task_tries", "load", -1)
+    assert snapshot.latest_try(Instance("load")) == tries[1]
+    fresh = snapshot.latest_try(Instance("fresh"))
     assert fresh is not None and fresh.try_number == 0
 
 
@@ -181,18 +132,19 @@ def test_read_fetches_the_evidence_of_a_failure_without_a_class_key() -> None:
     )
     snapshot = _read(reader, _target("old"), _target("new"), _target("stale"))
     assert _called(reader) == ["task_instances", "xcom_keys", "xcom_value", "pools"]
-    assert reader.calls[2] == ("xcom_value", "old", "retry_window.evidence")
-    assert snapshot.evidence == {"old": {"tryNumber": 1, "failure": "unknown"}}
-    assert snapshot.keys_of_try("stale") == []
-    assert [key.key for key in snapshot.keys_of_try("new")] == [
+    assert reader.calls[2] == ("xcom_value", "old", "retry_window.evidence", -1)
+    assert snapshot.evidence == {Instance("old"): {"tryNumber": 1, "failure": "unknown"}}
+    assert snapshot.keys_of_try(Instance("stale")) == []
+    assert [key.key for key in snapshot.keys_of_try(Instance("new"))] == [
         "retry_window.evidence",
         "retry_window.failure.terminal",
     ]
 
 
-def test_read_refuses_mapped_targets_and_unknown_states_before_reading_more() -> None:
+def test_read_refuses_mapped_rows_of_an_unmapped_target_and_unknown_states_first() -> None:
+    # the DAG does not map "load", but the run has map indexes of it: the DAG changed
     mapped = FakeReader([_row("load", "failed", map_index=0), _row("load", "failed", map_index=1)])
-    with pytest.raises(RetryWindowGateError, match="target 'load' has only mapped task"):
+    with pytest.raises(TargetError, match="target 'load' is not mapped in the DAG"):
         _read(mapped, _target("load"))
     assert _called(mapped) == ["task_instances"]
     unknown = FakeReader([_row("load", "zombie", 2)])
@@ -208,9 +160,9 @@ def _snapshot(
     *rows: TaskInstanceRow, keys: tuple[XComKey, ...] = (), evidence: dict[str, Any] | None = None
 ) -> RunSnapshot:
     return RunSnapshot(
-        latest_tries={row.task_id: row for row in rows},
+        latest_tries={Instance(row.task_id, row.map_index): row for row in rows},
         xcom_keys=keys,
-        evidence=evidence or {},
+        evidence={Instance(task_id): value for task_id, value in (evidence or {}).items()},
         pools={"db": PoolState("db", 2, 0, 0, 2, False)},
         requests=3,
         api="http://reader:secret@api:8080",
@@ -339,6 +291,7 @@ def test_the_stages_run_without_airflow() -> None:
         import pendulum
         from airflow_retrywindow.gate.capacity import PoolState
         from airflow_retrywindow.gate.decide import decide
+        from airflow_retrywindow.gate.instances import Instance
         from airflow_retrywindow.gate.observations import parse_observations
         from airflow_retrywindow.gate.observe import observe_run
         from airflow_retrywindow.gate.record import build
@@ -353,7 +306,9 @@ def test_the_stages_run_without_airflow() -> None:
         target = Target("load", work, RetrySettings("load", 2, 60, 1, 60), False, "db", 1)
         row = TaskInstanceRow("load", -1, "failed", 1, 2, now.subtract(minutes=2),
                               now.subtract(minutes=1), "db", 1, now)
-        snapshot = RunSnapshot({"load": row}, pools={"db": PoolState("db", 2, 0, 0, 2, False)})
+        snapshot = RunSnapshot(
+            {Instance("load"): row}, pools={"db": PoolState("db", 2, 0, 0, 2, False)}
+        )
         explicit = parse_observations(None, ["load"], as_of=now)
         table = decide(observe_run([target], snapshot, explicit), as_of=now,
                        deadline=now.add(hours=1), max_observation_age=60, origin=None,
@@ -399,7 +354,7 @@ def test_decide_run_reads_once_then_decides(gate_dag: Any, monkeypatch: pytest.M
         end_date=now.subtract(minutes=4),
         observed_at=now,
     )
-    reader = FakeReader([failed], pools={"db": _pool_row(occupied=1)})
+    reader = FakeReader([failed], pools={"db": pool_row(occupied=1)})
     monkeypatch.setattr(gate_run, "_client", lambda settings: reader)
     context = {"dag": gate_dag, "dag_run": SimpleNamespace(run_id="manual__1")}
     decided = gate_run.decide_run(_settings(), context)

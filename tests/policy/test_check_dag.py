@@ -56,3 +56,58 @@ def test_check_dag_reports_only_gated_tasks() -> None:
     problems = check_dag(dags[0])
     assert len(problems) == 1
     assert problems[0].startswith("rw_unexpressible: task 'too_many': retries=12")
+
+
+@pytest.mark.parametrize(
+    ("alerts", "expected"),
+    [
+        ([], None),
+        (["positions ready"], ""),
+        (["positions ready", "regulator cutoff"], None),
+    ],
+)
+def test_check_dag_reports_a_deadline_alert_the_dag_does_not_have(
+    alerts: list[str], expected: str | None
+) -> None:
+    from datetime import timedelta
+
+    import pendulum
+    from airflow.sdk import DAG, DeadlineAlert, DeadlineReference, SyncCallback, task
+
+    from airflow_retrywindow import Deadline, RetryWindowPolicy, check_dag
+
+    callback = SyncCallback("tests.policy.deadline_dags.never_called")
+    declared = [
+        DeadlineAlert(
+            reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
+            interval=timedelta(hours=30),
+            callback=callback,
+            name=name,
+        )
+        for name in alerts
+    ]
+    policy = RetryWindowPolicy(
+        deadline=Deadline.dag_alert(),
+        duration=timedelta(minutes=5),
+        validation=timedelta(0),
+        safe_repeat=True,
+    )
+    with DAG(
+        "rw_alert_check",
+        schedule=None,
+        start_date=pendulum.datetime(2026, 12, 1, tz="UTC"),
+        deadline=declared or None,
+    ) as dag:
+
+        @task(retry_policy=policy, retries=1)
+        def load() -> None: ...
+
+        load()
+
+    problems = check_dag(dag)
+    if expected is not None:  # exactly one alert: the policy's deadline resolves
+        assert problems == []
+        return
+    assert len(problems) == 1
+    assert problems[0].startswith("rw_alert_check: task 'load': ")
+    assert "alert" in problems[0]

@@ -95,3 +95,9 @@ def test_bad_deadlines_are_refused_at_construction(build: object, message: str) 
 def test_a_run_without_a_data_interval_explains_what_to_use() -> None:
     with pytest.raises(DeadlineError, match="no data_interval_end"):
         Deadline.after_data_interval_end(hours=1).resolve({"data_interval_end": None})
+
+
+def test_a_deadline_alert_is_coerced_and_anything_else_named() -> None:
+    # the alert cases themselves are in test_deadline_alert.py
+    with pytest.raises(DeadlineError, match="an Airflow DeadlineAlert or a callable"):
+        Deadline.coerce(42)

@@ -97,3 +97,36 @@ def test_attempts_in_the_current_window(try_number: int, max_tries: int, attempt
 def test_an_impossible_window_is_refused_with_the_numbers() -> None:
     with pytest.raises(UnsupportedRetrySettings, match="try 9 with max_tries 3"):
         settings().attempts_in_window(9, 3)
+
+
+def test_the_longest_wait_is_the_cap_airflow_applies() -> None:
+    assert settings().longest_wait == 12
+    assert settings(max_retry_delay=None).longest_wait == 86_400
+
+
+@pytest.mark.parametrize(
+    ("max_retry_delay", "longest"),
+    [
+        (timedelta(seconds=10), 10),
+        (None, 86_400),
+        (timedelta(seconds=2), 4),  # shorter than retry_delay: no room
+        # Airflow ignores max_retry_delay for a constant delay: not refused, no room
+        (timedelta(milliseconds=10), 4),
+        (timedelta(days=30), 1_000_000),  # the model's longest delay
+    ],
+)
+def test_a_constant_delay_keeps_its_cap_for_jitter(
+    max_retry_delay: timedelta | None, longest: int
+) -> None:
+    constant = settings(retry_exponential_backoff=0, max_retry_delay=max_retry_delay)
+    assert constant.longest_wait == longest
+    assert (constant.initial_delay, constant.max_delay) == (4, 4)
+
+
+@pytest.mark.parametrize(("attempts", "wait"), [(1, 4), (1, 13), (2, 9), (2, 16), (3, 16)])
+def test_a_policy_for_one_longer_wait(attempts: int, wait: int) -> None:
+    base = settings(max_retry_delay=timedelta(seconds=16))
+    longer = base.with_backoff(attempts, wait)
+    assert longer.backoff(attempts) == wait
+    assert (longer.max_attempts, longer.multiplier, longer.max_delay) == (4, 2, wait)
+    assert longer.initial_delay <= wait

@@ -1,0 +1,176 @@
+"""Lookup: find the decision a callback is about, in the task's context.
+
+A task callback runs in the worker, in the same task context the retry policy
+saw, right after the try ended. The decision is where the provider stored it:
+
+* for a task with :class:`~airflow_retrywindow.RetryWindowPolicy`, the latest
+  entry of the task state store key ``retry_window.evidence`` (the XCom of the
+  same key when the store cannot be read), if it was taken for this very try;
+* for a gate or a sensor, its ``return_value`` decision record of this try.
+
+Anything else (no context, no entry, an entry of an earlier try, a record that
+cannot be read) is :class:`Missing`, with why and what it means: the notifier
+then says that nothing was decided and that the retry is to be treated as refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_retrywindow.notifications.notice import Notice, from_evidence, from_gate_record
+from airflow_retrywindow.policies.evidence import EVIDENCE_KEY
+from airflow_retrywindow.redaction import describe_exception
+
+log = logging.getLogger(__name__)
+
+_GATE_RECORD = "return_value"
+
+
+@dataclass(frozen=True)
+class Found:
+    """Decisions found for the callback's try.
+
+    :param notices: one per task decided.
+    :param evidence: where the full evidence is kept, in words.
+    :param work_unit: the unit of work the decision record names, if any.
+    """
+
+    notices: tuple[Notice, ...]
+    evidence: str
+    work_unit: object = None
+
+
+@dataclass(frozen=True)
+class Missing:
+    """No decision can be shown for the callback's try.
+
+    :param why: why not, in words.
+    :param consequence: what that means for the task or the work it guards.
+    """
+
+    why: str
+    consequence: str
+
+
+def find(context: Mapping[str, Any]) -> Found | Missing:
+    """The decision the callback's try ended with, or why there is none. Never raises.
+
+    :param context: the task context Airflow hands the callback.
+    """
+    ti = context.get("ti")
+    task = context.get("task")
+    if ti is None or task is None:
+        return Missing(
+            why="the callback's context holds no task instance (a DAG-level callback?)",
+            consequence="nothing here says a retry is safe; treat any retry as refused",
+        )
+    try:
+        if _is_gate(task):
+            return _gate_decision(ti)
+        return _policy_decision(context, ti, task)
+    except Exception as error:
+        log.exception("Could not read the retry window decision")
+        return Missing(
+            why=f"a decision was stored but could not be read ({describe_exception(error)})",
+            consequence=_consequence(ti, task),
+        )
+
+
+def _is_gate(task: Any) -> bool:
+    """A gate or a sensor: both publish a decision record rather than policy evidence."""
+    return callable(getattr(task, "gate_settings", None))
+
+
+def _gate_decision(ti: Any) -> Found | Missing:
+    record = _pull(ti, _GATE_RECORD)
+    if not isinstance(record, Mapping) or "decisions" not in record:
+        return Missing(
+            why=f"gate {ti.task_id} published no decision record in try {ti.try_number}",
+            consequence="the gate did not decide, so the work it guards does not run",
+        )
+    if record.get("tryNumber") != ti.try_number:
+        return Missing(
+            why=(
+                f"the decision record of gate {ti.task_id} is from try {record.get('tryNumber')}, "
+                f"not from this try {ti.try_number}"
+            ),
+            consequence="the gate did not decide in this try, so the work it guards does not run",
+        )
+    return Found(
+        notices=from_gate_record(record),
+        evidence=f"the return_value XCom of {ti.task_id} (with the fixtures to replay)",
+        work_unit=record.get("workUnit"),
+    )
+
+
+def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | Missing:
+    latest = _latest_evidence(context, ti)
+    if not isinstance(latest, Mapping):
+        kept = "" if _has_policy(task) else " (the task has no RetryWindowPolicy)"
+        return Missing(
+            why=f"no retry window decision is stored for try {ti.try_number}{kept}",
+            consequence=_consequence(ti, task),
+        )
+    if latest.get("tryNumber") != ti.try_number:
+        return Missing(
+            why=(
+                f"the latest stored decision is for try {latest.get('tryNumber')}, "
+                f"not for this try {ti.try_number}"
+            ),
+            consequence=_consequence(ti, task),
+        )
+    return Found(
+        notices=(from_evidence(latest, str(ti.task_id)),),
+        evidence=(
+            f"task state store key {EVIDENCE_KEY} and the XCom of that key "
+            "(replay the fixture with airflow-retrywindow evaluate)"
+        ),
+    )
+
+
+def _latest_evidence(context: Mapping[str, Any], ti: Any) -> object:
+    """The latest policy decision: the task state store first, this try's XCom if it fails."""
+    store = context.get("task_state_store")
+    if store is not None:
+        try:
+            history = store.get(EVIDENCE_KEY)
+        except Exception:
+            log.warning("Could not read %s from the task state store; trying XCom", EVIDENCE_KEY)
+        else:
+            if isinstance(history, Mapping):
+                return history.get("latest")
+    return _pull(ti, EVIDENCE_KEY)
+
+
+def _pull(ti: Any, key: str) -> object:
+    map_index = ti.map_index if isinstance(ti.map_index, int) else -1
+    return ti.xcom_pull(task_ids=ti.task_id, key=key, map_indexes=map_index)
+
+
+def _has_policy(task: Any) -> bool:
+    from airflow_retrywindow.policies.retry_policy import RetryWindowPolicy
+
+    return isinstance(getattr(task, "retry_policy", None), RetryWindowPolicy)
+
+
+def _consequence(ti: Any, task: Any) -> str:
+    """What a missing decision means, from the state the try ended in."""
+    if _is_gate(task):
+        return "the gate did not decide, so the work it guards does not run"
+    state = getattr(ti.state, "value", ti.state)
+    if state == "failed":
+        return "the task has failed and no further try is scheduled; treat a retry as refused"
+    if state == "up_for_retry" and _has_policy(task):
+        return (
+            "Airflow scheduled a retry without a recorded decision; the provider's retry-start "
+            "check refuses that try before the task's code runs"
+        )
+    if state == "up_for_retry":
+        return (
+            "Airflow scheduled a retry on its own retry settings, unchecked by the retry "
+            "window; treat it as refused until someone has checked it"
+        )
+    return "nothing here says a retry is safe; treat any retry as refused"

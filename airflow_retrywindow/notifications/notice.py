@@ -1,0 +1,270 @@
+"""Notice: one decision as a notification tells it, read back from where it was stored.
+
+A notification is sent after the decision, from a callback, so it never decides
+anything itself. It reads one of the two things the provider stores:
+
+* the evidence :class:`~airflow_retrywindow.RetryWindowPolicy` keeps for a try
+  (the exact fixture, its clock origin, the model's result and the reason, see
+  :mod:`airflow_retrywindow.policies.evidence`);
+* the decision record a gate or a sensor publishes as its ``return_value`` XCom
+  (see :mod:`airflow_retrywindow.gate.record`).
+
+For the evidence, the status update is rebuilt by replaying the stored fixture on
+the stored clock, with the same sentence builders the gate and ``explain`` use. A
+replay that disagrees with the stored result means the evidence cannot be trusted:
+reading fails, and the notifier says so instead of sending it as if it held.
+
+Pure: nothing here imports Airflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from airflow_retrywindow.model.decisions import Decision
+from airflow_retrywindow.model.fixture import Fixture
+from airflow_retrywindow.model.verdict import Verdict
+from airflow_retrywindow.timing.clock import Clock
+from airflow_retrywindow.timing.reasons import moment
+from airflow_retrywindow.timing.status import status_update
+
+#: the decision named for a policy entry written without the model
+GATE_ERROR = "gate-error"
+#: how real times are written in a notification: dated, UTC
+_UTC = "YYYY-MM-DD HH:mm:ss[Z]"
+#: the gate's decisions that let guarded work run
+_GATE_ALLOWS = frozenset({Decision.RETRY_ELIGIBLE.value, "not-attempted"})
+
+
+@dataclass(frozen=True)
+class Lateness:
+    """How late the next attempt would end: the measurable part of a delivery's impact.
+
+    :param finish: when the attempt would end, validation included (UTC text).
+    :param deadline: the delivery deadline (UTC text).
+    :param seconds: how many seconds after the deadline it would end.
+    """
+
+    finish: str
+    deadline: str
+    seconds: int
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One task's decision, as the notification tells it.
+
+    :param task_id: the Airflow task the decision is about (``load[3]`` for a map index).
+    :param decision: the model's decision, or ``gate-error`` when nothing was decided.
+    :param reason: the one-line reason, as stored.
+    :param outcome: what happens now in Airflow, in words.
+    :param refused: whether the decision keeps the next try (or the guarded work) from running.
+    :param status: the four-part status update (confirmed, unknown, next, next evidence).
+    :param lateness: for ``deadline-infeasible``: how late the next attempt would end.
+    :param try_number: the Airflow try the decision was taken for.
+    """
+
+    task_id: str
+    decision: str
+    reason: str
+    outcome: str
+    refused: bool
+    status: str | None = None
+    lateness: Lateness | None = None
+    try_number: int | None = None
+
+
+# -- the policy's evidence -----------------------------------------------------------
+
+#: what each action told Airflow, in words; ``retry`` depends on the decision
+_ACTION_OUTCOME = {
+    "fail": "retry refused: the task has failed and no further try is scheduled",
+    "default": (
+        "not decided: the failure was handed back to Airflow's own retry settings "
+        "(on_error='default')"
+    ),
+}
+
+
+def from_evidence(entry: Mapping[str, Any], task_id: str) -> Notice:
+    """The notice for one decision of the policy.
+
+    :param entry: one evidence entry (the ``latest`` of the stored history).
+    :param task_id: the task it was stored for.
+    :raises ValueError: when the entry cannot be read, or its fixture does not
+        replay to the recorded decision.
+    """
+    action = _text(entry, "action")
+    try_number = _try_number(entry)
+    if "fixture" not in entry:  # written when the gate could not evaluate
+        return Notice(
+            task_id=task_id,
+            decision=GATE_ERROR,
+            reason=_text(entry, "reason"),
+            outcome=_outcome(action, GATE_ERROR),
+            refused=action == "fail",
+            try_number=try_number,
+        )
+    fixture = Fixture.from_dict(entry["fixture"])
+    clock = Clock.from_iso(_text(entry, "origin"))
+    model_id = _model_id(entry, fixture, task_id)
+    decision = Verdict.of(fixture).task(model_id)
+    recorded = _recorded_decision(entry, model_id)
+    if decision.decision.value != recorded:
+        raise ValueError(
+            f"the stored fixture replays to {decision.decision.value}, not to the recorded "
+            f"{recorded}; the evidence cannot be trusted"
+        )
+    show = partial(moment, clock, today=clock.at(fixture.as_of))
+    status = status_update(decision, fixture.task(model_id), fixture, clock=show)
+    lateness = None
+    if decision.decision is Decision.DEADLINE_INFEASIBLE and decision.estimated_finish is not None:
+        lateness = Lateness(
+            finish=clock.at(decision.estimated_finish).format(_UTC),
+            deadline=clock.at(fixture.deadline).format(_UTC),
+            seconds=decision.estimated_finish - fixture.deadline,
+        )
+    return Notice(
+        task_id=task_id,
+        decision=decision.decision.value,
+        reason=_text(entry, "reason"),
+        outcome=_outcome(action, decision.decision.value),
+        refused=action == "fail",
+        status=_named(status, model_id, task_id),
+        lateness=lateness,
+        try_number=try_number,
+    )
+
+
+def _outcome(action: str, decision: str) -> str:
+    if action == "retry":
+        if decision == Decision.WAIT_BACKOFF.value:
+            return "retry allowed: Airflow starts the next try once the backoff has passed"
+        return "retry allowed: Airflow starts the next try now"
+    if action not in _ACTION_OUTCOME:
+        raise ValueError(f"action must be retry, fail or default, got {action!r}")
+    return _ACTION_OUTCOME[action]
+
+
+def _model_id(entry: Mapping[str, Any], fixture: Fixture, task_id: str) -> str:
+    """The id the model knew the task by (``taskIds`` maps it back to the task id)."""
+    ids = entry.get("taskIds")
+    if isinstance(ids, Mapping):
+        for model_id, airflow_id in ids.items():
+            if airflow_id == task_id:
+                return str(model_id)
+    if len(fixture.tasks) != 1:
+        raise ValueError(f"the stored fixture does not say which of its tasks is {task_id!r}")
+    return fixture.tasks[0].id
+
+
+def _recorded_decision(entry: Mapping[str, Any], model_id: str) -> str:
+    result = entry.get("result")
+    tasks = result.get("tasks") if isinstance(result, Mapping) else None
+    for task in tasks if isinstance(tasks, list) else []:
+        if isinstance(task, Mapping) and task.get("id") == model_id:
+            return str(task.get("decision"))
+    raise ValueError(f"the stored result holds no decision for {model_id!r}")
+
+
+def _named(status: str, model_id: str, task_id: str) -> str:
+    """The status line under the Airflow task id rather than the model's alias."""
+    prefix = f"{model_id}:"
+    if model_id == task_id or not status.startswith(prefix):
+        return status
+    return f"{task_id}:{status[len(prefix) :]}"
+
+
+# -- a gate's or a sensor's decision record ------------------------------------------
+
+
+def from_gate_record(record: Mapping[str, Any]) -> tuple[Notice, ...]:
+    """One notice per target of a gate's (or a sensor's) decision record.
+
+    :param record: the record the gate pushed as its ``return_value`` XCom.
+    :raises ValueError: when the record has no readable decisions.
+    """
+    rows = record.get("decisions")
+    if not isinstance(rows, list) or not rows:
+        raise ValueError("the decision record holds no decisions")
+    guard = record.get("guard")
+    guarded = [item for item in guard or () if isinstance(item, Mapping)]
+    deadline = record.get("deadline")
+    notices = []
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise ValueError(f"a decision in the record is not an object: {row!r}")
+        task_id = _text(row, "taskId")
+        decision = _text(row, "decision")
+        held, run = _guarded_by(guarded, task_id)
+        notices.append(
+            Notice(
+                task_id=_labelled(task_id, row.get("mapIndex")),
+                decision=decision,
+                reason=_text(row, "reason"),
+                outcome=_gate_outcome(held, run),
+                refused=bool(held) or (not run and decision not in _GATE_ALLOWS),
+                status=str(row["status"]) if isinstance(row.get("status"), str) else None,
+                lateness=_row_lateness(row, deadline),
+                try_number=row.get("tryNumber") if isinstance(row.get("tryNumber"), int) else None,
+            )
+        )
+    return tuple(notices)
+
+
+def _labelled(task_id: str, map_index: object) -> str:
+    """``load``, or ``load[3]`` for one map index of a mapped task, as Airflow's UI names it."""
+    if isinstance(map_index, int) and not isinstance(map_index, bool) and map_index >= 0:
+        return f"{task_id}[{map_index}]"
+    return task_id
+
+
+def _guarded_by(guard: Sequence[Mapping[str, Any]], task_id: str) -> tuple[list[str], list[str]]:
+    """The guarded tasks depending on ``task_id``: those held back, those that may run."""
+    held: list[str] = []
+    run: list[str] = []
+    for item in guard:
+        targets = item.get("targets")
+        if isinstance(targets, list) and task_id in targets:
+            (run if item.get("action") == "run" else held).append(str(item.get("taskId")))
+    return held, run
+
+
+def _gate_outcome(held: Sequence[str], run: Sequence[str]) -> str:
+    if held:
+        return f"held back by the gate: {', '.join(held)}"
+    if run:
+        return f"may run: {', '.join(run)}"
+    return "recorded only: the gate guards no task that depends on it"
+
+
+def _row_lateness(row: Mapping[str, Any], deadline: object) -> Lateness | None:
+    finish, slack = row.get("estimatedFinish"), row.get("slackSeconds")
+    if row.get("decision") != Decision.DEADLINE_INFEASIBLE.value:
+        return None
+    if not (isinstance(finish, str) and isinstance(slack, int) and isinstance(deadline, str)):
+        return None
+    return Lateness(finish=_spaced(finish), deadline=_spaced(deadline), seconds=-slack)
+
+
+def _spaced(iso: str) -> str:
+    """``2026-12-01T06:14:00Z`` as ``2026-12-01 06:14:00Z``, the way notifications write times."""
+    return iso.replace("T", " ", 1)
+
+
+# -- reading stored values ------------------------------------------------------------
+
+
+def _text(entry: Mapping[str, Any], key: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _try_number(entry: Mapping[str, Any]) -> int | None:
+    value = entry.get("tryNumber")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,189 @@
+"""The Retry window view's routes: a FastAPI application the API server mounts.
+
+Every route is behind Airflow's own authentication and DAG-level authorization
+(``requires_access_dag``): the UI's iframe sends the session cookie, API clients
+send a bearer token, and a user who may not read the DAG's runs, task instances
+and XComs gets a 403 before anything of the DAG is looked up.
+
+* ``GET /dags/{dag_id}/runs/{run_id}``: every decision of the run;
+* ``GET /dags/{dag_id}/runs/{run_id}/tasks/{task_id}?map_index=``: one task instance;
+* ``GET /dags/{dag_id}/runs/{run_id}/tasks/{task_id}/fixtures/{name}.json?map_index=``:
+  a stored fixture, exactly as the model evaluated it.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Annotated
+
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.common.db.common import SessionDep
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response, status
+
+from airflow_retrywindow.exceptions import RecordError
+from airflow_retrywindow.plugins.addresses import MAP_INDEX_PLACEHOLDER, ViewLinks
+from airflow_retrywindow.plugins.decision_rows import gate_record, policy_rows, stored_fixture
+from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
+from airflow_retrywindow.plugins.store import RunStore
+
+#: the page loads nothing and runs no script: the style sheet and the picture are inline
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        "form-action 'none'; base-uri 'none'; frame-ancestors 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+# the view shows runs, task instances and what they stored in XCom
+_READ = [
+    Depends(requires_access_dag("GET", DagAccessEntity.RUN)),
+    Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE)),
+    Depends(requires_access_dag("GET", DagAccessEntity.XCOM)),
+]
+_MAP_INDEX = Annotated[str, Query(description="the task instance's map index; -1 when not mapped")]
+
+_WHOLE = re.compile(r"-?[0-9]{1,9}")
+
+router = APIRouter(dependencies=_READ)
+
+
+@router.get("/dags/{dag_id}/runs/{run_id}")
+def run_view(*, dag_id: str, run_id: str, request: Request, session: SessionDep) -> Response:
+    """Every decision of one DAG run."""
+    store = _run(session, dag_id, run_id)
+    policy = [
+        (
+            stored.task_id,
+            stored.map_index,
+            policy_rows(stored.task_id, stored.map_index, stored.value),
+        )
+        for stored in store.policy_evidence()
+    ]
+    records = [
+        gate_record(stored.task_id, stored.map_index, stored.value)
+        for stored in store.decision_records()
+    ]
+    return _page(run_page(_links(request, dag_id, run_id), policy=policy, records=records))
+
+
+@router.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
+def task_view(
+    *,
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    request: Request,
+    session: SessionDep,
+    map_index: _MAP_INDEX = "-1",
+) -> Response:
+    """The decisions about one task instance, and its own decision record."""
+    index = _map_index(map_index)
+    store = _task_instance(session, dag_id, run_id, task_id, index)
+    policy = [
+        row
+        for stored in store.policy_evidence(task_id, index)
+        for row in policy_rows(task_id, index, stored.value)
+    ]
+    records = [
+        gate_record(task_id, index, stored.value)
+        for stored in store.decision_records(task_id, index)
+    ]
+    page = task_page(
+        _links(request, dag_id, run_id),
+        task_id=task_id,
+        map_index=index,
+        policy=policy,
+        records=records,
+    )
+    return _page(page)
+
+
+@router.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/fixtures/{name}.json")
+def fixture_file(
+    *,
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    name: str,
+    session: SessionDep,
+    map_index: _MAP_INDEX = "-1",
+) -> Response:
+    """A stored fixture, as the file ``airflow-retrywindow evaluate`` replays."""
+    index = _map_index(map_index)
+    store = _task_instance(session, dag_id, run_id, task_id, index)
+    evidence = store.policy_evidence(task_id, index)
+    records = store.decision_records(task_id, index)
+    try:
+        found = stored_fixture(
+            name,
+            task_id=task_id,
+            map_index=index,
+            evidence=evidence[0].value if evidence else None,
+            record=records[0].value if records else None,
+        )
+    except RecordError as error:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(error)) from None
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no stored fixture {name!r}")
+    filename, fixture = found
+    return Response(
+        fixture_json(fixture),
+        media_type="application/json",
+        headers={**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+@cache
+def view_app() -> FastAPI:
+    """The view's application, built once per process."""
+    app = FastAPI(
+        title="Retry window",
+        description="Every retry window decision of a DAG run, with its timeline and fixture.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.include_router(router)
+    return app
+
+
+def _map_index(text: str) -> int:
+    """The ``map_index`` query parameter; the UI leaves its placeholder for unmapped tasks."""
+    if text in ("", MAP_INDEX_PLACEHOLDER):
+        return -1
+    if _WHOLE.fullmatch(text) is None or int(text) < -1:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST,
+            f"map_index must be a whole number from -1 up, got {text[:40]!r}",
+        )
+    return int(text)
+
+
+def _run(session: SessionDep, dag_id: str, run_id: str) -> RunStore:
+    store = RunStore(session, dag_id, run_id)
+    if not store.run_exists():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "DAG run not found")
+    return store
+
+
+def _task_instance(
+    session: SessionDep, dag_id: str, run_id: str, task_id: str, map_index: int
+) -> RunStore:
+    store = _run(session, dag_id, run_id)
+    if not store.task_instance_exists(task_id, map_index):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "task instance not found")
+    return store
+
+
+def _links(request: Request, dag_id: str, run_id: str) -> ViewLinks:
+    # the path the API server mounted the view at, with [api] base_url's path in front
+    return ViewLinks(str(request.scope.get("root_path", "")).rstrip("/"), dag_id, run_id)
+
+
+def _page(html: str) -> Response:
+    return Response(html, media_type="text/html; charset=utf-8", headers=SECURITY_HEADERS)

@@ -1,0 +1,568 @@
+"""Decision rows: what the policy, the gate and the sensor stored, as the view shows it.
+
+Two kinds of stored value become rows here:
+
+* the policy's evidence (:mod:`~airflow_retrywindow.policies.evidence`): the
+  decision history kept in the task state store, or the latest decision kept in
+  XCom when the store holds nothing;
+* a gate's or a sensor's decision record (:mod:`~airflow_retrywindow.gate.record`),
+  their ``return_value`` XCom.
+
+Every decision that came from the model is replayed from its stored fixture: the
+timeline is drawn from the replay, and a stored result that the fixture does not
+reproduce is flagged. Stored values are read defensively: anything that cannot
+be read becomes a row that says which field and which value, never an error
+page and never a guess. Every text shown passes through
+:func:`~airflow_retrywindow.redaction.safe_text`.
+
+Nothing here imports Airflow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pendulum
+
+from airflow_retrywindow.exceptions import RecordError
+from airflow_retrywindow.model.fixture import Fixture
+from airflow_retrywindow.model.verdict import TaskDecision, Verdict
+from airflow_retrywindow.plugins.timeline import Timeline, timeline
+from airflow_retrywindow.redaction import safe_text
+from airflow_retrywindow.timing.clock import Clock
+from airflow_retrywindow.timing.reasons import moment
+from airflow_retrywindow.timing.status import status_update
+
+#: the longest stored text the view shows in one field
+MAX_SHOWN = 20_000
+#: fixture names in download addresses: the policy's n-th stored decision, a record's n-th fixture
+FIXTURE_NAME = re.compile(r"(?P<kind>policy|record)-(?P<index>[0-9]{1,4})")
+_FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_RECORD_KEYS = frozenset({"gate", "decisions", "fixtures", "asOf", "deadline"})
+#: what reading a stored decision raises when it is not what the provider stores
+#: (RecordError, InvalidFixture, ClockError and a bad ISO time are ValueErrors)
+UNREADABLE = (ValueError, KeyError, TypeError)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How to replay one decision offline.
+
+    :param owner: the task whose stored value holds the fixture.
+    :param map_index: that task's map index.
+    :param name: the fixture's name in the view's download address, e.g. ``policy-0``.
+    :param filename: the file name the fixture downloads as.
+    :param origin: the fixture clock's origin, ISO 8601 UTC.
+    :param fixture: the fixture exactly as the model evaluated it.
+    :param result: the result stored with it.
+    :param replays: whether evaluating the fixture again gives the stored result.
+    """
+
+    owner: str
+    map_index: int
+    name: str
+    filename: str
+    origin: str
+    fixture: Mapping[str, Any]
+    result: Mapping[str, Any]
+    replays: bool
+
+    def commands(self) -> tuple[str, str]:
+        """The two commands that replay it: the explained table, then the model's exact output."""
+        return (
+            f"airflow-retrywindow explain --origin {self.origin} {self.filename}",
+            f"airflow-retrywindow evaluate {self.filename}",
+        )
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One decision about one task, as the view shows it.
+
+    :param task_id: the task the decision is about.
+    :param map_index: its map index (-1 when not mapped).
+    :param decided_by: ``RetryWindowPolicy`` or the gate's or sensor's task id.
+    :param decided_at: when it was decided.
+    :param try_number: the try it is about (the failed try, for the policy).
+    :param decision: the model's decision, ``not-attempted``, ``gate-error`` or ``unreadable``.
+    :param reason: the one-line reason, as stored.
+    :param deadline: the deadline it was judged against.
+    :param deadline_rule: how the deadline is defined, in words.
+    :param attempts: attempts of the window used so far.
+    :param max_attempts: the attempt budget.
+    :param failure: how the failed attempt was classified.
+    :param told: what Airflow was told (policy) or the gate's action.
+    :param check: which check decided: ``retry-policy`` or ``retry-start`` (policy only).
+    :param work_unit: the unit of work, in words.
+    :param status: the English status update.
+    :param capacity: the pool capacity verdict, when a gate gave one.
+    :param timeline: the picture, when the decision came from the model.
+    :param replay: how to replay it, when it came from the model.
+    :param problem: what could not be read, naming the field and the value.
+    """
+
+    task_id: str
+    decided_by: str
+    map_index: int = -1
+    decided_at: pendulum.DateTime | None = None
+    try_number: int | None = None
+    decision: str = "unreadable"
+    reason: str = ""
+    deadline: pendulum.DateTime | None = None
+    deadline_rule: str | None = None
+    attempts: int | None = None
+    max_attempts: int | None = None
+    failure: str | None = None
+    told: str | None = None
+    check: str | None = None
+    work_unit: str | None = None
+    status: str | None = None
+    capacity: str | None = None
+    timeline: Timeline | None = None
+    replay: Replay | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """One evaluation of a gate or a sensor, with a row per target.
+
+    :param task_id: the gate's or sensor's task id.
+    :param map_index: its map index.
+    :param kind: ``gate`` or ``sensor``.
+    :param try_number: the deciding task's try.
+    :param as_of: when it decided.
+    :param deadline: the deadline.
+    :param deadline_rule: how the deadline is defined, in words.
+    :param work_unit: the unit of work, in words.
+    :param status_update: the English update for the people on the incident.
+    :param budget: the budget verdict, if the gate has a budget.
+    :param guard: per guarded task, what may run and what is held back.
+    :param rows: one per target.
+    :param problem: what could not be read, naming the field and the value.
+    """
+
+    task_id: str
+    map_index: int
+    kind: str
+    try_number: int | None
+    as_of: pendulum.DateTime | None
+    deadline: pendulum.DateTime | None
+    deadline_rule: str | None
+    work_unit: str | None
+    status_update: str | None
+    budget: str | None
+    guard: tuple[str, ...]
+    rows: tuple[DecisionRow, ...] = field(default=())
+    problem: str | None = None
+
+
+def shown(value: object) -> str:
+    """Stored text as it may be shown: secrets masked, URL credentials removed, bounded."""
+    return safe_text(str(value), limit=MAX_SHOWN)
+
+
+def fixture_filename(owner: str, map_index: int, suffix: str) -> str:
+    """A file name for a downloaded fixture, e.g. ``report-try-1.json``.
+
+    :param owner: the task whose stored value holds the fixture.
+    :param map_index: its map index (-1 when not mapped).
+    :param suffix: what tells the fixture apart, e.g. ``try-1``.
+    """
+    mapped = f"-map-{map_index}" if map_index >= 0 else ""
+    return _FILE_UNSAFE.sub("_", f"{owner}{mapped}-{suffix}") + ".json"
+
+
+# -- the policy's evidence -----------------------------------------------------------
+
+
+def policy_entries(stored: object) -> list[object]:
+    """The decisions in a stored evidence value, oldest first.
+
+    :param stored: the task state store value ``{"latest": ..., "decisions": [...]}``,
+        or one decision as kept in XCom.
+    """
+    if isinstance(stored, Mapping) and isinstance(stored.get("decisions"), list):
+        return list(stored["decisions"])
+    if isinstance(stored, Mapping) and "tryNumber" in stored:
+        return [stored]
+    return []
+
+
+def policy_rows(task_id: str, map_index: int, stored: object) -> list[DecisionRow]:
+    """The policy's decisions for one task instance, oldest first.
+
+    :param task_id: the task instance's task id.
+    :param map_index: its map index.
+    :param stored: the stored evidence (see :func:`policy_entries`).
+    """
+    entries = policy_entries(stored)
+    if not entries:
+        problem = f"the stored evidence holds no decisions list, got {_described(stored)}"
+        return [DecisionRow(task_id, "RetryWindowPolicy", map_index=map_index, problem=problem)]
+    return [policy_row(task_id, map_index, entry, index) for index, entry in enumerate(entries)]
+
+
+def policy_row(task_id: str, map_index: int, entry: object, index: int) -> DecisionRow:
+    """One decision of the policy.
+
+    :param task_id: the task instance's task id.
+    :param map_index: its map index.
+    :param entry: the stored decision.
+    :param index: its position in the stored history (its fixture's download name).
+    """
+    by = "RetryWindowPolicy"
+    if not isinstance(entry, Mapping):
+        problem = f"decisions[{index}] is {_described(entry)}"
+        return DecisionRow(task_id, by, map_index=map_index, problem=problem)
+    try_number = _optional_int(entry, "tryNumber")
+    reason = shown(entry.get("reason", ""))
+    base = DecisionRow(
+        task_id,
+        by,
+        map_index=map_index,
+        try_number=try_number,
+        decision="gate-error" if reason.startswith("gate-error") else "unreadable",
+        reason=reason,
+        failure=_optional_text(entry.get("failure")),
+        told=_optional_text(entry.get("action")),
+        check=_optional_text(entry.get("check")),
+        deadline_rule=_optional_text(entry.get("deadline")),
+    )
+    if "fixture" not in entry:  # the gate could not evaluate: there is nothing to replay
+        return base
+    suffix = f"try-{try_number}" if try_number is not None else f"decision-{index}"
+    try:
+        decided = _Decided.of(entry, model_id=None)
+        return replace(
+            base,
+            decided_at=decided.clock.at(decided.fixture.as_of),
+            decision=decided.stored_decision,
+            deadline=decided.clock.at(decided.fixture.deadline),
+            attempts=decided.task_attempts,
+            max_attempts=decided.fixture.policy.max_attempts,
+            status=decided.status(task_id),
+            timeline=decided.timeline(),
+            replay=decided.replay(task_id, map_index, f"policy-{index}", suffix),
+            problem=decided.mismatch(),
+        )
+    except UNREADABLE as error:
+        return replace(base, decision="unreadable", problem=shown(error))
+
+
+# -- a gate's or a sensor's decision record -----------------------------------------------
+
+
+def is_decision_record(task_id: str, value: object) -> bool:
+    """Whether ``value`` is the decision record the task ``task_id`` published."""
+    return (
+        isinstance(value, Mapping) and value.keys() >= _RECORD_KEYS and value.get("gate") == task_id
+    )
+
+
+def gate_record(task_id: str, map_index: int, record: Mapping[str, Any]) -> GateRecord:
+    """The record of one gate or sensor evaluation, with a row per target.
+
+    :param task_id: the gate's or sensor's task id.
+    :param map_index: its map index.
+    :param record: its ``return_value`` XCom (see :func:`is_decision_record`).
+    """
+    kind = "sensor" if "target" in record else "gate"
+    problems: list[str] = []
+    as_of = _instant(record, "asOf", problems)
+    deadline = _instant(record, "deadline", problems)
+    work_unit = _work_unit(record.get("workUnit"))
+    fixtures = record.get("fixtures")
+    decisions = record.get("decisions")
+    if not isinstance(decisions, list):
+        problems.append(f"decisions must be a list, got {_described(decisions)}")
+        decisions = []
+    rows = tuple(
+        _target_row(
+            task_id,
+            map_index,
+            row,
+            fixtures if isinstance(fixtures, list) else [],
+            as_of=as_of,
+            deadline=deadline,
+            deadline_rule=_optional_text(record.get("deadlineRule")),
+            work_unit=work_unit,
+            told=_guard_action(record, row),
+        )
+        for row in decisions
+    )
+    budget = record.get("budget")
+    return GateRecord(
+        task_id=task_id,
+        map_index=map_index,
+        kind=kind,
+        try_number=_optional_int(record, "tryNumber"),
+        as_of=as_of,
+        deadline=deadline,
+        deadline_rule=_optional_text(record.get("deadlineRule")),
+        work_unit=work_unit,
+        status_update=_optional_text(record.get("statusUpdate")),
+        budget=_optional_text(budget.get("reason")) if isinstance(budget, Mapping) else None,
+        guard=tuple(_guard_lines(record.get("guard"))),
+        rows=rows,
+        problem="; ".join(problems) or None,
+    )
+
+
+def stored_fixture(
+    name: str, *, task_id: str, map_index: int, evidence: object, record: object
+) -> tuple[str, Mapping[str, Any]] | None:
+    """The fixture the view calls ``name``, exactly as stored, and the file name it downloads as.
+
+    :param name: ``policy-<n>`` (the policy's n-th stored decision) or ``record-<n>``
+        (the decision record's n-th fixture), as in :attr:`Replay.name`.
+    :param task_id: the task instance whose stored values hold it.
+    :param map_index: its map index.
+    :param evidence: the task instance's stored policy evidence, if any.
+    :param record: its decision record, if any.
+    :raises RecordError: if ``name`` is not a fixture name.
+    """
+    matched = FIXTURE_NAME.fullmatch(name)
+    if matched is None:
+        raise RecordError("fixture name", name, "must be policy-<n> or record-<n>")
+    index = int(matched["index"])
+    if matched["kind"] == "policy":
+        entries = policy_entries(evidence)
+        entry = entries[index] if index < len(entries) else None
+        found = entry.get("fixture") if isinstance(entry, Mapping) else None
+        try_number = _optional_int(entry, "tryNumber") if isinstance(entry, Mapping) else None
+        suffix = f"try-{try_number}" if try_number is not None else f"decision-{index}"
+    else:
+        fixtures = record.get("fixtures") if isinstance(record, Mapping) else None
+        item = fixtures[index] if isinstance(fixtures, list) and index < len(fixtures) else None
+        found = item.get("fixture") if isinstance(item, Mapping) else None
+        suffix = f"fixture-{index}"
+    if not isinstance(found, Mapping):
+        return None
+    return fixture_filename(task_id, map_index, suffix), found
+
+
+def _target_row(
+    gate: str,
+    map_index: int,
+    row: object,
+    fixtures: Sequence[object],
+    *,
+    as_of: pendulum.DateTime | None,
+    deadline: pendulum.DateTime | None,
+    deadline_rule: str | None,
+    work_unit: str | None,
+    told: str | None,
+) -> DecisionRow:
+    if not isinstance(row, Mapping):
+        return DecisionRow("?", gate, problem=f"a decision is {_described(row)}")
+    capacity = row.get("capacity")
+    mapped = _optional_int(row, "mapIndex")
+    base = DecisionRow(
+        task_id=shown(row.get("taskId", "?")),
+        decided_by=gate,
+        map_index=-1 if mapped is None else mapped,
+        decided_at=as_of,
+        try_number=_optional_int(row, "tryNumber"),
+        decision=shown(row.get("decision", "unreadable")),
+        reason=shown(row.get("reason", "")),
+        deadline=deadline,
+        deadline_rule=deadline_rule,
+        attempts=_optional_int(row, "attempts"),
+        max_attempts=_optional_int(row, "maxAttempts"),
+        failure=_failure(row),
+        told=told,
+        work_unit=work_unit,
+        status=_optional_text(row.get("status")),
+        capacity=_optional_text(capacity.get("reason")) if isinstance(capacity, Mapping) else None,
+    )
+    index = row.get("fixture")
+    if index is None:  # not attempted: the model was not asked
+        return base
+    try:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise RecordError("fixture", index, "must be the index of one of the record's fixtures")
+        if not 0 <= index < len(fixtures):
+            raise RecordError("fixture", index, f"has no fixture among {len(fixtures)}")
+        decided = _Decided.of(fixtures[index], model_id=row.get("modelId"))
+        replay = decided.replay(gate, map_index, f"record-{index}", f"fixture-{index}")
+        drawn = decided.timeline()
+    except UNREADABLE as error:
+        return replace(base, problem=shown(error))
+    mismatch = decided.mismatch()
+    if mismatch is None and decided.stored_decision != base.decision:
+        mismatch = (
+            f"the record says {base.decision} but its fixture decides {decided.stored_decision}"
+        )
+    return replace(base, timeline=drawn, replay=replay, problem=mismatch)
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """A stored fixture, its stored result, and the model's answer on it again."""
+
+    fixture: Fixture
+    payload: Mapping[str, Any]
+    result: Mapping[str, Any]
+    clock: Clock
+    replayed: TaskDecision
+    stored_decision: str
+    replays: bool
+
+    @classmethod
+    def of(cls, stored: object, *, model_id: object) -> _Decided:
+        """Read ``{origin, fixture, result}``; replay the fixture.
+
+        :param stored: a policy decision or one of a record's fixtures.
+        :param model_id: the target's id in the fixture; ``None`` for its only task.
+        """
+        if not isinstance(stored, Mapping):
+            raise RecordError("fixture", stored, "must be an object with origin, fixture, result")
+        payload, result = stored.get("fixture"), stored.get("result")
+        if not isinstance(payload, Mapping):
+            raise RecordError("fixture", payload, "must be the model's fixture object")
+        if not isinstance(result, Mapping):
+            raise RecordError("result", result, "must be the model's result object")
+        origin = stored.get("origin")
+        try:
+            clock = Clock.from_iso(origin) if isinstance(origin, str) else None
+        except ValueError:
+            clock = None
+        if clock is None:
+            raise RecordError("origin", origin, "must be an ISO 8601 time with an offset")
+        fixture = Fixture.from_dict(payload)
+        verdict = Verdict.of(fixture)
+        wanted = fixture.tasks[0].id if model_id is None else model_id
+        if not isinstance(wanted, str):
+            raise RecordError("modelId", wanted, "must name a task of the fixture")
+        replayed = verdict.task(wanted)
+        return cls(
+            fixture=fixture,
+            payload=payload,
+            result=result,
+            clock=clock,
+            replayed=replayed,
+            stored_decision=_stored_decision(result, wanted),
+            replays=verdict.to_dict() == dict(result),
+        )
+
+    @property
+    def task_attempts(self) -> int:
+        return self.fixture.task(self.replayed.id).attempts
+
+    def replay(self, owner: str, map_index: int, name: str, suffix: str) -> Replay:
+        return Replay(
+            owner=owner,
+            map_index=map_index,
+            name=name,
+            filename=fixture_filename(owner, map_index, suffix),
+            origin=self.clock.iso(),
+            fixture=self.payload,
+            result=self.result,
+            replays=self.replays,
+        )
+
+    def timeline(self) -> Timeline:
+        return timeline(self.fixture, self.replayed, self.clock)
+
+    def status(self, task_id: str) -> str:
+        today = self.clock.at(self.fixture.as_of)
+        text = status_update(
+            self.replayed,
+            self.fixture.task(self.replayed.id),
+            self.fixture,
+            clock=lambda seconds: moment(self.clock, seconds, today),
+        )
+        model_id = self.replayed.id
+        return task_id + text[len(model_id) :] if text.startswith(f"{model_id}:") else text
+
+    def mismatch(self) -> str | None:
+        if self.replays:
+            return None
+        return (
+            "the stored result is not what the stored fixture gives today "
+            f"(replayed: {self.replayed.decision.value}); the picture shows the replay"
+        )
+
+
+def _stored_decision(result: Mapping[str, Any], model_id: str) -> str:
+    tasks = result.get("tasks")
+    for item in tasks if isinstance(tasks, list) else []:
+        if isinstance(item, Mapping) and item.get("id") == model_id:
+            return shown(item.get("decision", "unreadable"))
+    raise RecordError("result.tasks", tasks, f"holds no decision for {model_id!r}")
+
+
+def _failure(row: Mapping[str, Any]) -> str | None:
+    state, found = row.get("state"), row.get("classification")
+    if state is None and found is None:
+        return None
+    return shown(f"{state}: {found}" if found else state)
+
+
+def _guard_action(record: Mapping[str, Any], row: object) -> str | None:
+    """What the gate did about the guarded tasks that wait on this target."""
+    if not isinstance(row, Mapping):
+        return None
+    guard = record.get("guard")
+    actions = [
+        f"{item.get('taskId')} {'may run' if item.get('action') == 'run' else 'held back'}"
+        for item in (guard if isinstance(guard, list) else [])
+        if isinstance(item, Mapping) and row.get("taskId") in (item.get("targets") or [])
+    ]
+    return shown(", ".join(actions)) if actions else None
+
+
+def _guard_lines(guard: object) -> list[str]:
+    lines = []
+    for item in guard if isinstance(guard, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        blockers = item.get("blockers") or []
+        because = f": {'; '.join(map(str, blockers))}" if blockers else ""
+        verb = "may run" if item.get("action") == "run" else "held back"
+        lines.append(shown(f"{item.get('taskId')} {verb}{because}"))
+    return lines
+
+
+def _work_unit(value: object) -> str | None:
+    if value is None or value == {}:
+        return None
+    if isinstance(value, Mapping):
+        return shown(", ".join(f"{key}={item}" for key, item in value.items()))
+    return shown(value)
+
+
+def _instant(record: Mapping[str, Any], key: str, problems: list[str]) -> pendulum.DateTime | None:
+    value = record.get(key)
+    try:
+        # tz=None keeps a time without an offset naive, so it is refused below
+        parsed = pendulum.parse(value, tz=None, strict=True) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, pendulum.DateTime) or parsed.tzinfo is None:
+        problems.append(str(RecordError(key, value, "must be an ISO 8601 time with an offset")))
+        return None
+    return parsed.in_timezone("UTC")
+
+
+def _optional_int(entry: Mapping[str, Any], key: str) -> int | None:
+    value = entry.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else shown(value)
+
+
+def _described(value: object) -> str:
+    text = repr(value)
+    return shown(text if len(text) <= 80 else text[:77] + "...")
+
+
+def formatted(when: pendulum.DateTime | None) -> str:
+    """A wall-clock time as the view shows it, or a dash."""
+    return "-" if when is None else when.in_timezone("UTC").format("YYYY-MM-DD HH:mm:ss [UTC]")

@@ -1,0 +1,406 @@
+"""Page: the Retry window view as one self-contained HTML document.
+
+Rendered on the server from :mod:`~airflow_retrywindow.plugins.decision_rows`:
+the timeline is inline SVG, the style sheet shipped in this package is inlined,
+and the page has no script and loads nothing, so it works without a network.
+Every value is escaped. Nothing here imports Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from functools import cache
+from html import escape
+from importlib.resources import files
+
+import pendulum
+
+from airflow_retrywindow.plugins.addresses import ViewLinks
+from airflow_retrywindow.plugins.decision_rows import DecisionRow, GateRecord, Replay, formatted
+from airflow_retrywindow.plugins.timeline import LABEL_PAD, WIDTH, Instant, Stretch, Timeline
+
+#: decisions that let the task run, and those that only hold it for now
+ALLOWING = frozenset({"retry-eligible", "not-attempted"})
+WAITING = frozenset({"wait-backoff", "observe-running"})
+UNDECIDED = frozenset({"gate-error", "unreadable"})
+#: the height of one label row of the timeline
+ROW = 14.0
+BAR = 20.0
+_NOT_DECIDING = (
+    "Times are UTC. The gate decides and explains; it never submits, cancels or observes a job, "
+    "proves idempotency or approves a retry."
+)
+
+
+@cache
+def style_sheet() -> str:
+    """The view's style sheet, shipped in the package."""
+    return (files("airflow_retrywindow.plugins") / "static" / "retry_window.css").read_text("utf-8")
+
+
+def task_page(
+    links: ViewLinks,
+    *,
+    task_id: str,
+    map_index: int,
+    policy: Sequence[DecisionRow],
+    records: Sequence[GateRecord],
+) -> str:
+    """The view of one task instance: the policy's decisions and the task's own record.
+
+    :param links: the view's addresses for the run.
+    :param task_id: the task instance's task id.
+    :param map_index: its map index.
+    :param policy: the policy's decisions about it, oldest first.
+    :param records: its decision record, when it is a gate or a sensor.
+    """
+    mapped = f" · map index {map_index}" if map_index >= 0 else ""
+    body = [
+        "<header>",
+        f"<h1>Retry window · {_e(task_id)}</h1>",
+        f'<p class="where">DAG {_e(links.dag_id)} · run {_e(links.run_id)}{mapped} · '
+        f'<a href="{_e(links.run)}">every decision of this run</a></p>',
+        "</header>",
+    ]
+    if not policy and not records:
+        body.append(
+            '<p class="empty">No retry window decision is recorded for this task instance: '
+            "it has no RetryWindowPolicy that decided yet, and it is not a gate or a sensor "
+            "that published a decision record.</p>"
+        )
+    if policy:
+        body += _policy_section(links, policy, with_task=False)
+    for record in records:
+        body += _record_section(links, record)
+    return _document(f"Retry window · {task_id}", body)
+
+
+def run_page(
+    links: ViewLinks,
+    *,
+    policy: Sequence[tuple[str, int, Sequence[DecisionRow]]],
+    records: Sequence[GateRecord],
+) -> str:
+    """The view of one DAG run: every decision of every task.
+
+    :param links: the view's addresses for the run.
+    :param policy: per task instance (task id, map index), the policy's decisions.
+    :param records: every gate's and sensor's decision record in the run.
+    """
+    body = [
+        "<header>",
+        f"<h1>Retry window · run {_e(links.run_id)}</h1>",
+        f'<p class="where">DAG {_e(links.dag_id)} · every decision of the run</p>',
+        "</header>",
+    ]
+    rows = [row for _, _, decided in policy for row in decided]
+    if not rows and not records:
+        body.append('<p class="empty">No retry window decision is recorded for this run.</p>')
+    if rows:
+        body += _policy_section(links, rows, with_task=True)
+    for record in records:
+        body += _record_section(links, record)
+    return _document(f"Retry window · {links.run_id}", body)
+
+
+def fixture_json(fixture: object) -> str:
+    """A stored fixture as the file ``airflow-retrywindow evaluate`` reads."""
+    return json.dumps(fixture, indent=2) + "\n"
+
+
+# -- sections -------------------------------------------------------------------------
+
+
+def _policy_section(links: ViewLinks, rows: Sequence[DecisionRow], *, with_task: bool) -> list[str]:
+    count = f"{len(rows)} decision{'s' if len(rows) != 1 else ''}"
+    head = [
+        "When",
+        "Try",
+        "Decision",
+        "Reason",
+        "Deadline",
+        "Attempts",
+        "Failure",
+        "Airflow was told",
+    ]
+    if with_task:
+        head.insert(0, "Task")
+    table = [
+        [
+            *([_task_link(links, row)] if with_task else []),
+            _e(formatted(row.decided_at)),
+            _e(_or_dash(row.try_number)),
+            _badge(row.decision),
+            _e(row.reason),
+            _e(formatted(row.deadline)),
+            _e(_attempts(row)),
+            _e(row.failure or "-"),
+            _e(row.told or "-"),
+        ]
+        for row in rows
+    ]
+    out = [
+        '<section class="policy">',
+        f"<h2>RetryWindowPolicy · {count} at failure time</h2>",
+        _table(head, table),
+    ]
+    out += [
+        _article(links, row, title=f"{_named(row)} · try {_or_dash(row.try_number)}")
+        for row in rows
+    ]
+    out.append("</section>")
+    return out
+
+
+def _record_section(links: ViewLinks, record: GateRecord) -> list[str]:
+    what = "Sensor" if record.kind == "sensor" else "Gate"
+    out = [
+        f'<section class="record" data-gate="{_e(record.task_id)}">',
+        f"<h2>{what} {_e(record.task_id)} · try {_e(_or_dash(record.try_number))} · "
+        f"as of {_e(formatted(record.as_of))}</h2>",
+    ]
+    facts = [
+        ("Deadline", _deadline(record.deadline, record.deadline_rule)),
+        ("Unit of work", record.work_unit),
+        ("Budget", record.budget),
+    ]
+    out.append(_facts((name, value) for name, value in facts if value))
+    if record.guard:
+        out.append(
+            '<ul class="guard">'
+            + "".join(f"<li>{_e(line)}</li>" for line in record.guard)
+            + "</ul>"
+        )
+    if record.status_update:
+        out.append(f'<pre class="status">{_e(record.status_update)}</pre>')
+    if record.problem:
+        out.append(
+            f'<p class="problem">Could not read part of this record: {_e(record.problem)}</p>'
+        )
+    head = ["Target", "Target's try", "Decision", "Reason", "Attempts", "Pool capacity"]
+    table = [
+        [
+            _e(_named(row)),
+            _e(_or_dash(row.try_number)),
+            _badge(row.decision),
+            _e(row.reason),
+            _e(_attempts(row)),
+            _e(row.capacity or "-"),
+        ]
+        for row in record.rows
+    ]
+    out.append(_table(head, table))
+    out += [
+        _article(links, row, title=f"{_named(row)} · decided by {record.task_id}")
+        for row in record.rows
+    ]
+    out.append("</section>")
+    return out
+
+
+def _article(links: ViewLinks, row: DecisionRow, *, title: str) -> str:
+    tone = _tone(row.decision)
+    facts = [
+        ("Decided", formatted(row.decided_at) if row.decided_at else None),
+        ("Try", _or_dash(row.try_number) if row.try_number is not None else None),
+        ("Deadline", _deadline(row.deadline, row.deadline_rule)),
+        ("Attempts", _attempts(row) if row.attempts is not None else None),
+        ("Failure class", row.failure),
+        ("Airflow was told" if row.decided_by == "RetryWindowPolicy" else "Guarded work", row.told),
+        ("Check", row.check),
+        ("Unit of work", row.work_unit),
+        ("Pool capacity", row.capacity),
+        ("Status update", row.status),
+    ]
+    parts = [
+        f'<article class="decision {tone}" data-task="{_e(row.task_id)}" '
+        f'data-decision="{_e(row.decision)}">',
+        f"<h3>{_badge(row.decision)} {_e(title)}</h3>",
+        f'<p class="reason">{_e(row.reason or "No reason was stored.")}</p>',
+    ]
+    if row.problem:
+        parts.append(f'<p class="problem">{_e(row.problem)}</p>')
+    if row.timeline is not None:
+        parts.append(_figure(row.timeline))
+    parts.append(_facts((name, value) for name, value in facts if value))
+    if row.replay is not None:
+        parts.append(_replay(links, row.replay))
+    parts.append("</article>")
+    return "\n".join(parts)
+
+
+def _replay(links: ViewLinks, replay: Replay) -> str:
+    url = links.fixture(replay.owner, replay.map_index, replay.name)
+    check = (
+        '<span class="replays-ok">replays to the stored result</span>'
+        if replay.replays
+        else '<span class="problem">does not replay to the stored result</span>'
+    )
+    commands = "\n".join(f"$ {command}" for command in replay.commands())
+    stored = json.dumps({"fixture": replay.fixture, "result": replay.result}, indent=2)
+    return (
+        '<div class="replay">'
+        f'<a class="fixture" href="{_e(url)}" download="{_e(replay.filename)}">'
+        f"Download the fixture {_e(replay.filename)}</a> · {check}"
+        f'<pre class="commands">{_e(commands)}</pre>'
+        f"<details><summary>Fixture and stored result</summary><pre>{_e(stored)}</pre></details>"
+        "</div>"
+    )
+
+
+# -- the timeline picture ---------------------------------------------------------------
+
+
+def _figure(timeline: Timeline) -> str:
+    legend = "".join(
+        f'<li><i class="tl-{_e(item.kind)}"></i>{_e(item.label)}</li>'
+        for item in timeline.stretches
+    )
+    return (
+        '<figure class="timeline">'
+        + timeline_svg(timeline)
+        + f"<figcaption>{_e(timeline.summary)}</figcaption>"
+        + (f'<ul class="legend">{legend}</ul>' if legend else "")
+        + "</figure>"
+    )
+
+
+def timeline_svg(timeline: Timeline) -> str:
+    """The timeline as an inline SVG picture."""
+    bar_top = timeline.rows * ROW + 8
+    axis = bar_top + BAR + 6
+    height = axis + 6
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH:g} {height:g}" '
+        f'role="img" aria-label="{_e(timeline.summary)}">',
+        f"<title>{_e(timeline.summary)}</title>",
+    ]
+    late = [item for item in timeline.stretches if item.kind == "late"]
+    bars = [item for item in timeline.stretches if item.kind != "late"]
+    parts += [_late_zone(item, top=bar_top - 4, bottom=axis) for item in late]
+    parts += [_bar(item, top=bar_top) for item in bars]
+    parts.append(f'<line class="tl-axis" x1="0" y1="{axis:g}" x2="{WIDTH:g}" y2="{axis:g}"/>')
+    # every line before any label, so that no line crosses a label
+    parts += [_instant_line(item, late=bool(late), bottom=axis) for item in timeline.instants]
+    parts += [_instant_label(item, late=bool(late)) for item in timeline.instants]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _late_zone(item: Stretch, *, top: float, bottom: float) -> str:
+    width = max(item.x1 - item.x0, 1.5)
+    return (
+        f'<rect class="tl-late" x="{item.x0:g}" y="{top:g}" width="{width:g}" '
+        f'height="{bottom - top:g}"><title>{_e(item.label)}</title></rect>'
+    )
+
+
+def _bar(item: Stretch, *, top: float) -> str:
+    width = max(item.x1 - item.x0, 1.5)
+    text = ""
+    if width >= len(item.label) * 5.6 + 8:
+        text = (
+            f'<text class="tl-bar-text" x="{item.x0 + 4:g}" y="{top + BAR / 2 + 4:g}">'
+            f"{_e(item.label)}</text>"
+        )
+    span = f"{item.label}: {item.start.format('HH:mm:ss[Z]')} to {item.end.format('HH:mm:ss[Z]')}"
+    return (
+        f'<g><rect class="tl-{_e(item.kind)}" x="{item.x0:g}" y="{top:g}" width="{width:g}" '
+        f'height="{BAR:g}" rx="2"><title>{_e(span)}</title></rect>{text}</g>'
+    )
+
+
+def _instant_line(item: Instant, *, late: bool, bottom: float) -> str:
+    line = {"deadline": "tl-deadline", "finish": "tl-finish late" if late else "tl-finish"}
+    top = (item.row + 1) * ROW - 10
+    return (
+        f'<line class="{line.get(item.kind, "tl-tick")}" data-kind="{_e(item.kind)}" '
+        f'x1="{item.x:g}" y1="{top:g}" x2="{item.x:g}" y2="{bottom:g}"/>'
+    )
+
+
+def _instant_label(item: Instant, *, late: bool) -> str:
+    label = {"deadline": "tl-label deadline", "finish": "tl-label late" if late else "tl-label"}
+    shift = LABEL_PAD if item.anchor == "start" else -LABEL_PAD
+    return (
+        f'<text class="{label.get(item.kind, "tl-label")}" data-kind="{_e(item.kind)}" '
+        f'x="{item.x + shift:g}" y="{(item.row + 1) * ROW:g}" text-anchor="{item.anchor}">'
+        f"{_e(item.label)}</text>"
+    )
+
+
+# -- small pieces -------------------------------------------------------------------------
+
+
+def _document(title: str, body: Iterable[str]) -> str:
+    return "\n".join(
+        [
+            "<!doctype html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{_e(title)}</title>",
+            f"<style>{style_sheet()}</style>",
+            "</head><body>",
+            *body,
+            f"<footer>{_e(_NOT_DECIDING)}</footer>",
+            "</body></html>",
+        ]
+    )
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A table; ``rows`` hold HTML already escaped."""
+    top = "".join(f"<th>{_e(name)}</th>" for name in head)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f'<table class="summary"><thead><tr>{top}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _facts(pairs: Iterable[tuple[str, object]]) -> str:
+    items = "".join(f"<dt>{_e(name)}</dt><dd>{_e(value)}</dd>" for name, value in pairs)
+    return f'<dl class="facts">{items}</dl>'
+
+
+def _task_link(links: ViewLinks, row: DecisionRow) -> str:
+    return f'<a href="{_e(links.task(row.task_id, row.map_index))}">{_e(_named(row))}</a>'
+
+
+def _named(row: DecisionRow) -> str:
+    """The task a row is about, with its map index when it is mapped."""
+    return f"{row.task_id} [{row.map_index}]" if row.map_index >= 0 else row.task_id
+
+
+def _badge(decision: str) -> str:
+    return f'<span class="badge {_tone(decision)}">{_e(decision)}</span>'
+
+
+def _tone(decision: str) -> str:
+    if decision in ALLOWING:
+        return "allow"
+    if decision in WAITING:
+        return "wait"
+    if decision in UNDECIDED:
+        return "error"
+    return "refuse"
+
+
+def _deadline(when: pendulum.DateTime | None, rule: str | None) -> str | None:
+    if when is None:
+        return None
+    text = formatted(when)
+    return f"{text} ({rule})" if rule else text
+
+
+def _attempts(row: DecisionRow) -> str:
+    if row.attempts is None:
+        return "-"
+    budget = f" of {row.max_attempts}" if row.max_attempts is not None else ""
+    return f"{row.attempts}{budget}"
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)

@@ -1,0 +1,160 @@
+"""Store: what the policy, the gate and the sensor left in the metadata DB, read for the view.
+
+The view runs inside Airflow's API server, so it reads the metadata DB through
+Airflow's ORM and the request's session, the way Airflow's own task state store
+and XCom endpoints do. This is the only module of the view that does; it reads
+and never writes:
+
+* the policy's decision history: the task state store row under
+  :data:`~airflow_retrywindow.policies.evidence.EVIDENCE_KEY` (Airflow keeps its
+  value as JSON text), or, when a task instance has no such row (a custom state
+  store backend keeps values elsewhere), the latest decision in the XCom of the
+  same key;
+* the gates' and sensors' decision records: ``return_value`` XComs that have a
+  record's shape (:func:`~airflow_retrywindow.plugins.decision_rows.is_decision_record`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow.models.dagrun import DagRun
+from airflow.models.task_state_store import TaskStateStoreModel
+from airflow.models.taskinstance import TaskInstance
+from airflow.models.xcom import XComModel
+from sqlalchemy import select
+
+from airflow_retrywindow.plugins.decision_rows import is_decision_record
+from airflow_retrywindow.policies.evidence import EVIDENCE_KEY
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+RETURN_VALUE = "return_value"
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One stored value of one task instance.
+
+    :param task_id: the task instance's task id.
+    :param map_index: its map index.
+    :param value: the value, decoded from JSON.
+    """
+
+    task_id: str
+    map_index: int
+    value: Any
+
+
+@dataclass(frozen=True)
+class RunStore:
+    """The stored decisions of one DAG run, read with one session.
+
+    :param session: the request's metadata DB session.
+    :param dag_id: the DAG.
+    :param run_id: the DAG run.
+    """
+
+    session: Session
+    dag_id: str
+    run_id: str
+
+    def run_exists(self) -> bool:
+        """Whether the DAG run exists."""
+        found = self.session.scalar(
+            select(DagRun.id).where(DagRun.dag_id == self.dag_id, DagRun.run_id == self.run_id)
+        )
+        return found is not None
+
+    def task_instance_exists(self, task_id: str, map_index: int) -> bool:
+        """Whether the task instance exists in the run."""
+        found = self.session.scalar(
+            select(TaskInstance.task_id)
+            .where(
+                TaskInstance.dag_id == self.dag_id,
+                TaskInstance.run_id == self.run_id,
+                TaskInstance.task_id == task_id,
+                TaskInstance.map_index == map_index,
+            )
+            .limit(1)
+        )
+        return found is not None
+
+    def policy_evidence(self, task_id: str | None = None, map_index: int = -1) -> list[Stored]:
+        """The policy's stored decisions, per task instance, sorted by task id and map index.
+
+        :param task_id: one task instance's task id, or ``None`` for the whole run.
+        :param map_index: its map index (with ``task_id``).
+        """
+        rows = self.session.execute(
+            self._scoped(
+                select(
+                    TaskStateStoreModel.task_id,
+                    TaskStateStoreModel.map_index,
+                    TaskStateStoreModel.value,
+                ).where(
+                    TaskStateStoreModel.dag_id == self.dag_id,
+                    TaskStateStoreModel.run_id == self.run_id,
+                    TaskStateStoreModel.key == EVIDENCE_KEY,
+                ),
+                TaskStateStoreModel,
+                task_id,
+                map_index,
+            )
+        ).all()
+        found = {
+            (row.task_id, row.map_index): Stored(row.task_id, row.map_index, _json(row.value))
+            for row in rows
+        }
+        for stored in self._xcoms(EVIDENCE_KEY, task_id, map_index):
+            found.setdefault((stored.task_id, stored.map_index), stored)
+        return [found[key] for key in sorted(found)]
+
+    def decision_records(self, task_id: str | None = None, map_index: int = -1) -> list[Stored]:
+        """The gates' and sensors' decision records, sorted by task id and map index.
+
+        :param task_id: one task instance's task id, or ``None`` for the whole run.
+        :param map_index: its map index (with ``task_id``).
+        """
+        return [
+            stored
+            for stored in self._xcoms(RETURN_VALUE, task_id, map_index)
+            if is_decision_record(stored.task_id, stored.value)
+        ]
+
+    def _xcoms(self, key: str, task_id: str | None, map_index: int) -> list[Stored]:
+        rows = self.session.execute(
+            self._scoped(
+                select(XComModel).where(
+                    XComModel.dag_id == self.dag_id,
+                    XComModel.run_id == self.run_id,
+                    XComModel.key == key,
+                ),
+                XComModel,
+                task_id,
+                map_index,
+            )
+        ).scalars()
+        found = [
+            Stored(row.task_id, row.map_index, XComModel.deserialize_value(row)) for row in rows
+        ]
+        return sorted(found, key=lambda stored: (stored.task_id, stored.map_index))
+
+    @staticmethod
+    def _scoped(statement: Any, model: Any, task_id: str | None, map_index: int) -> Any:
+        if task_id is None:
+            return statement
+        return statement.where(model.task_id == task_id, model.map_index == map_index)
+
+
+def _json(text: object) -> Any:
+    """A task state store value: Airflow keeps it as JSON text."""
+    if not isinstance(text, (str, bytes)):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # shown as unreadable, with what was stored

@@ -1,0 +1,166 @@
+"""Mapped targets and mapped guarded tasks, decided per map index on a real DAG run.
+
+* ``load`` is mapped over three partitions under a ``RetryWindowPolicy``; the
+  load of ``p1`` fails, and a load is not claimed safe to repeat, so its policy
+  refuses the retry. ``mapped_gate`` decides each map index and skips ``reload``,
+  the repeat it guards, mapped too over a list another task returns.
+* ``per_partition`` is the same load inside a mapped task group; ``group_gate``
+  skips ``repeat``, a mapped task group holding the repeat.
+* ``append`` fails in both map indexes, each after three seconds, so the one that
+  runs second ends three seconds later; ``wait_append`` (deferrable) waits out the
+  backoff that ends last, then lets ``retry_append`` through, and ``append_gate``
+  lets ``rerun`` run.
+* ``settle`` fails in both map indexes, with a ten-minute backoff; a
+  reconciliation finds the outcome of ``settle[1]`` unknown, so ``wait_settle``
+  skips ``retry_settle`` at once although ``settle[0]`` only waits.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import DAG, task, task_group
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_retrywindow import (
+    Deadline,
+    RetryWindowGateOperator,
+    RetryWindowPolicy,
+    RetryWindowSensor,
+    Work,
+)
+
+DEADLINE = Deadline.after_data_interval_end(hours=6)
+PARTITIONS = ["p0", "p1", "p2"]
+NOT_SAFE = Work(duration=timedelta(minutes=2), validation=timedelta(seconds=30), safe_repeat=False)
+SAFE = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
+LOAD = {
+    "retries": 2,
+    "retry_delay": timedelta(seconds=1),
+    "retry_policy": RetryWindowPolicy(
+        deadline=DEADLINE, duration=120, validation=30, safe_repeat=False
+    ),
+}
+#: long enough that the sensor still finds both map indexes waiting on a busy machine
+BACKOFF = {"retries": 1, "retry_delay": timedelta(seconds=15)}
+
+
+def _load(partition: str) -> str:
+    if partition == "p1":
+        raise ConnectionError(f"the load of {partition} failed before its commit")
+    return f"loaded {partition}"
+
+
+with DAG(
+    "rw_gate_mapped",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["retry-window-test"],
+):
+
+    @task(**LOAD)
+    def load(partition: str) -> str:
+        return _load(partition)
+
+    @task
+    def reload(partition: str) -> str:
+        return f"reloaded {partition}"
+
+    @task
+    def partitions() -> list[str]:
+        return PARTITIONS
+
+    mapped_gate = RetryWindowGateOperator(
+        task_id="mapped_gate",
+        targets={"load": NOT_SAFE},
+        deadline=DEADLINE,
+        guard={"reload": "load"},
+        trigger_rule="all_done",
+    )
+    load.expand(partition=PARTITIONS) >> mapped_gate >> reload.expand(partition=partitions())
+
+    @task(**LOAD)
+    def load_part(partition: str) -> str:
+        return _load(partition)
+
+    @task_group
+    def per_partition(partition: str) -> None:
+        load_part(partition)
+
+    @task_group
+    def repeat(partition: str) -> None:
+        reload.override(task_id="reload_part")(partition)
+
+    group_gate = RetryWindowGateOperator(
+        task_id="group_gate",
+        targets={"per_partition.load_part": NOT_SAFE},
+        deadline=DEADLINE,
+        guard={"repeat.reload_part": "per_partition.load_part"},
+        trigger_rule="all_done",
+    )
+    per_partition.expand(partition=PARTITIONS) >> group_gate >> repeat.expand(partition=PARTITIONS)
+
+    @task(**BACKOFF)
+    def append(pause: int) -> None:
+        time.sleep(pause)
+        raise AirflowFailException("append failed; retry after the backoff")
+
+    wait_append = RetryWindowSensor(
+        task_id="wait_append",
+        target="append",
+        work=SAFE,
+        deadline=DEADLINE,
+        timeout=120,
+        trigger_rule="all_done",
+    )
+
+    @task
+    def retry_append(pause: int) -> str:
+        return f"appended after {pause}"
+
+    append_gate = RetryWindowGateOperator(
+        task_id="append_gate",
+        targets={"append": SAFE},
+        deadline=DEADLINE,
+        guard={"rerun": "append"},
+    )
+
+    @task
+    def rerun(pause: int) -> str:
+        return f"rerun after {pause}"
+
+    pauses = [3, 3]
+    append.expand(pause=pauses) >> wait_append >> [retry_append.expand(pause=pauses), append_gate]
+    append_gate >> rerun.expand(pause=pauses)
+
+    @task(retries=1, retry_delay=timedelta(minutes=10))
+    def settle(partition: str) -> None:
+        raise AirflowFailException(f"settlement of {partition} failed")
+
+    @task(trigger_rule="all_done")
+    def reconcile_settle() -> dict[str, Any]:
+        """The settlement service lost track of p1's job: its outcome is unknown."""
+        seen = pendulum.now("UTC").isoformat()
+        return {"settle[1]": {"state": "unknown", "observed_at": seen, "source": "job p1: lost"}}
+
+    wait_settle = RetryWindowSensor(
+        task_id="wait_settle",
+        target="settle",
+        work=SAFE,
+        deadline=DEADLINE,
+        observations="{{ ti.xcom_pull(task_ids='reconcile_settle') | tojson }}",
+        timeout=120,
+        trigger_rule="all_done",
+    )
+
+    @task
+    def retry_settle(partition: str) -> str:
+        return f"settled {partition}"
+
+    settled = settle.expand(partition=["p0", "p1"])
+    settled >> reconcile_settle() >> wait_settle
+    settled >> wait_settle >> retry_settle.expand(partition=["p0", "p1"])

@@ -1,0 +1,253 @@
+"""The Retry window view on a real Airflow: plugin discovery, auth, fixtures, links, a browser.
+
+One stack (API server, scheduler, DAG processor, triggerer on SQLite) runs the
+example DAG once on a late day, where the policy, the gate and the sensor refuse;
+every test reads that run. The API server uses a real auth manager that denies
+one user the example DAG (``tests/ui/auth_manager.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as until
+from selenium.webdriver.support.ui import WebDriverWait
+
+from devstack.example import DAG_ID, LATE, evidence
+from devstack.stack import ADMIN, ROOT, AirflowStack, sqlite_stack
+from tests.ui import browser
+from tests.ui.auth_manager import OUTSIDER
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+SCREENSHOT = ROOT / "docs" / "images" / "retry-window-view.png"
+REFUSED = "report"  # on a late day its policy refuses: deadline-infeasible
+
+
+@dataclass(frozen=True)
+class LateRun:
+    """The example DAG's late-day run on a running stack."""
+
+    stack: AirflowStack
+    run_id: str
+
+    def view(self, task_id: str | None = None, suffix: str = "") -> str:
+        run = f"{self.stack.url}/retry-window/dags/{DAG_ID}/runs/{quote(self.run_id, safe='')}"
+        return run if task_id is None else f"{run}/tasks/{task_id}{suffix}"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: str
+    headers: dict[str, str]  # names in lower case
+
+
+@pytest.fixture(scope="module")
+def late_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LateRun]:
+    home = tmp_path_factory.mktemp("ui-stack")
+    passwords = home / "ui-passwords.json"
+    passwords.write_text(json.dumps({ADMIN[0]: ADMIN[1], OUTSIDER[0]: OUTSIDER[1]}))
+    extra_env = {
+        "AIRFLOW__CORE__AUTH_MANAGER": "tests.ui.auth_manager.OneDagHiddenAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN[0]}:admin,{OUTSIDER[0]}:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        # the services import the test auth manager from the repository
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    services = ["api-server", "scheduler", "dag-processor", "triggerer"]
+    with sqlite_stack(home, services, [DAG_ID], extra_env=extra_env) as stack:
+        run_id = stack.trigger(
+            DAG_ID, conf={"deadline_seconds": LATE.deadline}, logical_date=LATE.business_date
+        )
+        assert stack.wait_for_run(DAG_ID, run_id, timeout=300) == "success"
+        yield LateRun(stack, run_id)
+
+
+def token(stack: AirflowStack, user: tuple[str, str]) -> str:
+    answer = post_json(f"{stack.url}/auth/token", {"username": user[0], "password": user[1]})
+    return str(answer["access_token"])
+
+
+def post_json(url: str, body: dict[str, str]) -> dict[str, str]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return dict(json.loads(answer.read()))
+
+
+def get(url: str, *, bearer: str | None = None, cookie: str | None = None) -> Answer:
+    headers = {}
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    if cookie:
+        headers["Cookie"] = f"_token={cookie}"
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return Answer(answer.status, answer.read().decode(), _lowered(answer.headers))
+    except urllib.error.HTTPError as error:
+        return Answer(error.code, error.read().decode(), _lowered(error.headers))
+
+
+def _lowered(headers: Message) -> dict[str, str]:
+    return {name.lower(): value for name, value in headers.items()}
+
+
+def test_airflow_lists_the_plugin_with_its_tabs(late_run: LateRun) -> None:
+    listed = late_run.stack.airflow("plugins", "-o", "json").stdout
+    plugins = {item["name"]: item for item in json.loads(listed[listed.index("[") :])}
+    ours = plugins["retry_window"]
+    assert "airflow.plugins" in ours["source"]
+    assert [app["url_prefix"] for app in ours["fastapi_apps"]] == ["/retry-window"]
+    tabs = {view["destination"]: view for view in ours["external_views"]}
+    assert tabs["task_instance"]["href"].endswith("/tasks/{TASK_ID}?map_index={MAP_INDEX}")
+    assert tabs["dag_run"]["url_route"] == "retry-window-run"
+
+
+def test_the_view_needs_a_user_who_may_read_the_dag(late_run: LateRun) -> None:
+    stack = late_run.stack
+    addresses = [
+        late_run.view(),
+        late_run.view(REFUSED),
+        late_run.view(REFUSED, "/fixtures/policy-0.json"),
+    ]
+    outsider = token(stack, OUTSIDER)
+    for url in addresses:
+        anonymous = get(url)
+        assert anonymous.status == 401, (url, anonymous)
+        for denied in (get(url, bearer=outsider), get(url, cookie=outsider)):
+            assert denied.status == 403, (url, denied)
+            # nothing of the DAG: no decision, no task, no time
+            assert "deadline" not in denied.body
+            assert REFUSED not in denied.body
+    admin = token(stack, ADMIN)
+    allowed = get(late_run.view(REFUSED), cookie=admin)  # the UI's iframe sends the cookie
+    assert allowed.status == 200
+    assert "deadline-infeasible" in allowed.body
+    assert allowed.headers["content-security-policy"].startswith("default-src 'none'")
+    missing = get(f"{stack.url}/retry-window/dags/{DAG_ID}/runs/no_such_run", bearer=admin)
+    assert missing.status == 404
+    bad = get(late_run.view(REFUSED, "?map_index=two"), bearer=admin)
+    assert bad.status == 400
+    assert "map_index" in bad.body and "two" in bad.body
+
+
+def test_run_view_shows_every_decision_of_the_run(late_run: LateRun) -> None:
+    page = get(late_run.view(), bearer=token(late_run.stack, ADMIN))
+    assert page.status == 200
+    for task_id, decisions in evidence(late_run.stack, late_run.run_id).items():
+        for entry in decisions:
+            assert entry["reason"].split(":")[0] in page.body
+            assert f'data-task="{task_id}"' in page.body
+    assert "Gate retry_gate" in page.body
+    assert "Sensor load_retry_window" in page.body
+
+
+def test_downloaded_fixture_replays_to_the_stored_result(late_run: LateRun, tmp_path: Path) -> None:
+    stored = evidence(late_run.stack, late_run.run_id)[REFUSED][0]
+    answer = get(
+        late_run.view(REFUSED, "/fixtures/policy-0.json"), bearer=token(late_run.stack, ADMIN)
+    )
+    assert answer.status == 200
+    assert 'filename="report-try-1.json"' in answer.headers["content-disposition"]
+    assert json.loads(answer.body) == stored["fixture"]
+    fixture = tmp_path / "report-try-1.json"
+    fixture.write_text(answer.body)
+    command = [sys.executable, "-m", "airflow_retrywindow"]
+    evaluated = subprocess.run(
+        [*command, "evaluate", str(fixture)], capture_output=True, text=True, check=True
+    )
+    assert json.loads(evaluated.stdout) == stored["result"]
+    explained = subprocess.run(
+        [*command, "explain", "--origin", stored["origin"], str(fixture)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "deadline-infeasible" in explained.stdout
+
+
+def test_gate_and_sensor_link_to_their_tab(late_run: LateRun) -> None:
+    for task_id in ("retry_gate", "load_retry_window"):
+        links = late_run.stack.api(
+            "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{late_run.run_id}/taskInstances/{task_id}/links"
+        )
+        assert links["extra_links"]["Retry window"] == (
+            f"{late_run.stack.url}/dags/{DAG_ID}/runs/{late_run.run_id}"
+            f"/tasks/{task_id}/plugin/retry-window"
+        )
+
+
+@pytest.mark.skipif(not browser.installed(), reason="needs Debian's chromium and chromium-driver")
+def test_refused_task_shows_its_decision_and_timeline_in_a_browser(
+    late_run: LateRun, tmp_path: Path
+) -> None:
+    stack = late_run.stack
+    task_page = f"{stack.url}/dags/{DAG_ID}/runs/{late_run.run_id}/tasks/{REFUSED}"
+    shot = tmp_path / "retry-window-view.png"
+    with browser.chromium(tmp_path / "profile", tmp_path / "chromedriver.log") as driver:
+        wait = WebDriverWait(driver, 60)
+        driver.get(f"{stack.url}/auth/login")
+        wait.until(until.presence_of_element_located((By.NAME, "username"))).send_keys(ADMIN[0])
+        driver.find_element(By.NAME, "password").send_keys(ADMIN[1])
+        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(lambda d: d.get_cookie("_token") is not None)
+        driver.get(task_page)
+        tab = wait.until(
+            until.element_to_be_clickable(
+                (By.XPATH, "//*[self::a or self::button][normalize-space()='Retry window']")
+            )
+        )
+        tab.click()
+        wait.until(until.url_contains("/plugin/retry-window"))
+        wait.until(
+            until.frame_to_be_available_and_switch_to_it(
+                (By.CSS_SELECTOR, "iframe[title='Retry window']")
+            )
+        )
+        decision = wait.until(
+            until.visibility_of_element_located(
+                (By.CSS_SELECTOR, "article[data-decision='deadline-infeasible'] .badge")
+            )
+        )
+        assert decision.text == "deadline-infeasible"
+        reason = driver.find_element(By.CSS_SELECTOR, "article.decision .reason")
+        assert reason.is_displayed()
+        assert reason.text.startswith("deadline-infeasible: next attempt would start")
+        assert "report the impact instead of retrying" in reason.text
+        picture = driver.find_element(By.CSS_SELECTOR, "figure.timeline svg")
+        assert picture.is_displayed()
+        kinds = {
+            item.get_attribute("data-kind")
+            for item in picture.find_elements(By.CSS_SELECTOR, "text[data-kind]")
+        }
+        assert {"deadline", "finish", "earliest-start"} <= kinds
+        driver.switch_to.default_content()
+        driver.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000
+    keep_screenshot(shot)
+
+
+def keep_screenshot(shot: Path) -> None:
+    """Keep the screenshot as a test artifact, and as the README's picture when asked."""
+    runs = ROOT / ".test-runs"
+    if runs.is_dir():
+        shutil.copy(shot, runs / shot.name)
+    if os.environ.get("RETRYWINDOW_UPDATE_SCREENSHOT") == "1":
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, SCREENSHOT)
