@@ -55,7 +55,12 @@ def delivery_deadline(context: Any) -> pendulum.DateTime:
 
 
 DEADLINE = Deadline.computed(delivery_deadline)
-LOAD = Work(duration=timedelta(seconds=35), validation=timedelta(seconds=5), safe_repeat=True)
+#: after reconcile_load confirmed that nothing was appended, repeating the load
+#: with its client job id is safe: the one value the sensor states differently
+#: from load's policy, so it says so explicitly and why
+RECONCILED = Work.override(
+    reason="reconcile_load confirmed the failed load appended nothing", safe_repeat=True
+)
 
 
 def gated(duration: int, validation: int, *, safe_repeat: bool = True) -> RetryWindowPolicy:
@@ -125,8 +130,7 @@ with DAG(
     load_retry_window = RetryWindowSensor(
         task_id="load_retry_window",
         target="load",
-        work=LOAD,
-        deadline=DEADLINE,
+        work=RECONCILED,  # duration, validation and deadline: from load's policy
         deferrable=True,
         poke_interval=2,
         timeout=300,
@@ -179,25 +183,8 @@ with DAG(
 
     retry_gate = RetryWindowGateOperator(
         task_id="retry_gate",
-        targets={
-            "report": Work(
-                duration=timedelta(seconds=20), validation=timedelta(seconds=5), safe_repeat=True
-            ),
-            "load": LOAD,
-            "append": Work(
-                duration=timedelta(seconds=10), validation=timedelta(seconds=5), safe_repeat=True
-            ),
-            "archive": Work(
-                duration=timedelta(seconds=10), validation=timedelta(seconds=2), safe_repeat=True
-            ),
-            "monitor": Work(
-                duration=timedelta(seconds=5), validation=timedelta(0), safe_repeat=True
-            ),
-            "transform": Work(
-                duration=timedelta(seconds=30), validation=timedelta(seconds=5), safe_repeat=True
-            ),
-        },
-        deadline=DEADLINE,
+        # each target's estimate and the deadline come from its RetryWindowPolicy
+        targets=["report", "load", "append", "archive", "monitor", "transform"],
         max_observation_age=timedelta(seconds=10),
         observations="{{ ti.xcom_pull(task_ids='observe_monitor') | tojson }}",
         work_unit={

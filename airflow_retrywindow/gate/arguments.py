@@ -2,7 +2,9 @@
 
 Both decide the targets of their own DAG run the same way, so both take the same
 observations, budget, unit of work, observation age, API connection and skipping
-rule, template the same fields and render a budget's estimate the same way.
+rule, template the same fields and render a budget's estimate the same way. Both
+take a target's estimate and the deadline from its ``RetryWindowPolicy`` when not
+given them (:mod:`~airflow_retrywindow.gate.estimates`).
 :class:`RetryWindowArguments` holds that part; each checker raises ``ValueError``
 with the message a DAG author sees when the operator is built. Bounds are the
 model's (:mod:`~airflow_retrywindow.model.bounds`).
@@ -16,17 +18,17 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.estimates import Estimates, GivenEstimate, resolve_estimates
 from airflow_retrywindow.gate.run import GateSettings
 from airflow_retrywindow.hooks.airflow_api import MAX_PAGE_SIZE
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
-from airflow_retrywindow.timing.work import Work
+from airflow_retrywindow.timing.deadline import Deadline
+from airflow_retrywindow.timing.work import PolicyOverride, Work
 
 if TYPE_CHECKING:
     import jinja2
     from airflow.sdk import BaseOperator, Context
-
-    from airflow_retrywindow.timing.deadline import Deadline
 
     # the mixin is only ever combined with an operator: type it as one
     _Operator = BaseOperator
@@ -60,7 +62,8 @@ class RetryWindowArguments(_Operator):
     ui_color = "#f6e7c8"
     inherits_from_skipmixin = True
 
-    deadline: Deadline
+    #: the deadline given, or ``None`` to take the targets' policies'
+    deadline: Deadline | None
 
     def _set_gate_arguments(
         self,
@@ -110,14 +113,23 @@ class RetryWindowArguments(_Operator):
             return content.with_estimate(estimate)
         return super().render_template(content, context, jinja_env, seen_oids)
 
-    def _gate_settings(self, targets: Mapping[str, Work]) -> GateSettings:
-        """The settings deciding ``targets`` of this task's run, with this task's arguments.
+    def _estimates(self, targets: Mapping[str, GivenEstimate], kind: str) -> Estimates:
+        """Each target's estimate and the deadline, from the arguments and the policies.
 
-        :param targets: task id -> the estimate for one attempt of it.
+        :param targets: task id -> what this task was given for it.
+        :param kind: ``gate`` or ``sensor``, for the messages.
+        :raises RetryWindowGateError: when they cannot be settled.
+        """
+        return resolve_estimates(self.dag, targets, self.deadline, kind=kind)
+
+    def _gate_settings(self, estimates: Estimates) -> GateSettings:
+        """The settings deciding the targets of this task's run, with this task's arguments.
+
+        :param estimates: the settled estimates and deadline.
         """
         return GateSettings(
-            targets=targets,
-            deadline=self.deadline,
+            targets=estimates.works,
+            deadline=estimates.deadline,
             max_observation_age=self.max_observation_age,
             conn_id=self.airflow_conn_id,
             page_size=self.page_size,
@@ -125,26 +137,58 @@ class RetryWindowArguments(_Operator):
         )
 
 
-def targets_argument(targets: object, gate_id: str) -> dict[str, Work]:
-    """Check ``targets``: task id -> :class:`Work`, at least one, never the gate itself."""
-    if not isinstance(targets, Mapping) or not targets:
+def targets_argument(targets: object, gate_id: str) -> dict[str, GivenEstimate]:
+    """Check ``targets``: at least one task id, never the gate itself.
+
+    A list of task ids takes every estimate from the targets' policies; a mapping
+    gives each task id a :class:`Work`, a ``Work.override(...)`` or ``None`` (the
+    policy's).
+
+    :param targets: what the DAG author passed.
+    :param gate_id: the gate's task id.
+    """
+    if isinstance(targets, Mapping):
+        pairs = list(targets.items())
+    elif isinstance(targets, (list, tuple)):
+        pairs = [(task_id, None) for task_id in targets]
+        twice = sorted({str(task_id) for task_id in targets if targets.count(task_id) > 1})
+        if twice:
+            raise ValueError(f"targets names {', '.join(twice)} more than once")
+    else:
+        pairs = []
+    if not pairs:
         raise ValueError(
-            "targets must map at least one task id to its Work(duration=..., validation=..., "
-            f"safe_repeat=...), got {targets!r}"
+            "targets must be a non-empty list of task ids (their estimates come from their "
+            "RetryWindowPolicy) or a mapping of task id to Work(...), Work.override(...) or "
+            f"None, got {targets!r}"
         )
-    checked: dict[str, Work] = {}
-    for task_id, work in targets.items():
+    checked: dict[str, GivenEstimate] = {}
+    for task_id, work in pairs:
         if not isinstance(task_id, str) or not task_id:
             raise ValueError(f"targets: task ids must be non-empty strings, got {task_id!r}")
         if task_id == gate_id:
             raise ValueError(f"targets: {gate_id!r} cannot decide about itself")
-        if not isinstance(work, Work):
-            raise ValueError(
-                f"targets[{task_id!r}] must be a Work(duration=..., validation=..., "
-                f"safe_repeat=...), got {work!r}"
-            )
-        checked[task_id] = work
+        checked[task_id] = work_argument(work, f"targets[{task_id!r}]")
     return checked
+
+
+def work_argument(value: object, name: str) -> GivenEstimate:
+    """Check one target's estimate: a :class:`Work`, a ``Work.override(...)`` or ``None``.
+
+    :param value: what the DAG author passed.
+    :param name: how it is named in the message, e.g. ``targets['load']``.
+    """
+    if value is None or isinstance(value, (Work, PolicyOverride)):
+        return value
+    raise ValueError(
+        f"{name} must be a Work(duration=..., validation=..., safe_repeat=...), a "
+        f"Work.override(reason=..., ...) or None (the task's RetryWindowPolicy's), got {value!r}"
+    )
+
+
+def deadline_argument(value: object) -> Deadline | None:
+    """Check ``deadline``: anything ``Deadline.coerce`` accepts, or ``None`` (the policies')."""
+    return None if value is None else Deadline.coerce(value)
 
 
 def observations_argument(value: object) -> Any:

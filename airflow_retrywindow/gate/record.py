@@ -7,8 +7,14 @@ One JSON object per evaluation, pushed before anything is skipped, holding:
   model's decision, its model id (``modelId``), its numbers in real time
   (``attempts``, ``observedAt``, ``lastFinishedAt``, ``backoffSeconds``,
   ``earliestStart``, ``estimatedFinish``, ``slackSeconds``), how the state was
-  found, the one-line ``reason``, the English ``status`` and the ``capacity``
-  verdict of its pool;
+  found, the one-line ``reason``, the English ``status``, the ``capacity``
+  verdict of its pool, and ``estimateSource``: where each value it was decided
+  on came from, per field (``duration``, ``validation``, ``safeRepeat``,
+  ``deadline``): ``policy`` (the target's ``RetryWindowPolicy``), ``gate`` (the
+  gate's or sensor's own argument; the target has no policy), ``gate and policy``
+  (both, the same), ``gate override: <reason>`` (``Work.override``, with the DAG
+  author's reason), or, for the deadline of a target without a policy, ``other
+  targets' policies`` (see :mod:`~airflow_retrywindow.gate.estimates`);
 * ``budget`` - the budget verdict, when the gate has a budget;
 * ``fixtures`` - every fixture exactly as the model evaluated it, with its
   ``result``, clock ``origin``, ``taskIds`` (model id -> task id) and
@@ -16,6 +22,11 @@ One JSON object per evaluation, pushed before anything is skipped, holding:
   ``airflow-retrywindow evaluate`` to replay it offline;
 * ``guard`` and ``skipped`` - what may run and what was held back, and why;
 * ``workUnit`` - the unit of work the decision is about;
+* ``override`` - with an approval task (``approval=``): what its answer let
+  through, who approved, when, the stated reason and the targets, or why nothing
+  (:meth:`~airflow_retrywindow.gate.override.Override.as_dict`); the decisions
+  above stay the model's, and a guarded task it lets through carries the words
+  ``refused by the model, overridden by <user>`` in ``guard``;
 * ``statusUpdate`` - a short English update for the people on the incident: one
   line per target that is not mapped; for a mapped one, its decisions counted,
   then the held-back map indexes (the first :data:`MAX_MAPPED_LINES`).
@@ -27,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
+from airflow_retrywindow.gate.override import Override
 from airflow_retrywindow.redaction import without_userinfo
 
 #: held-back map indexes of one target the status update shows a line for
@@ -47,6 +59,8 @@ def build(
     guard: Sequence[dict[str, Any]] = (),
     skipped: Sequence[str] = (),
     extra: Mapping[str, Any] | None = None,
+    estimate_sources: Mapping[str, Mapping[str, str]] | None = None,
+    override: Override | None = None,
 ) -> dict[str, Any]:
     """The record of one evaluation, JSON-ready.
 
@@ -62,6 +76,8 @@ def build(
     :param guard: per guarded task: its targets, the action and the blockers.
     :param skipped: every task id skipped by this evaluation.
     :param extra: more keys, e.g. a sensor's waits.
+    :param estimate_sources: task id -> field -> where its value came from.
+    :param override: what the gate's approval task let through, with an approval task.
     """
     record: dict[str, Any] = {
         "gate": gate,
@@ -83,7 +99,14 @@ def build(
         ),
         **(dict(extra) if extra else {}),
     }
-    record["statusUpdate"] = status_text(table, gate=gate, guard=guard, work_unit=work_unit)
+    if estimate_sources is not None:
+        for row in record["decisions"]:
+            row["estimateSource"] = dict(estimate_sources.get(row["taskId"], {}))
+    if override is not None:
+        record["override"] = override.as_dict()
+    record["statusUpdate"] = status_text(
+        table, gate=gate, guard=guard, work_unit=work_unit, override=override
+    )
     return record
 
 
@@ -93,8 +116,14 @@ def status_text(
     gate: str,
     guard: Sequence[Mapping[str, Any]] = (),
     work_unit: object = None,
+    override: Override | None = None,
 ) -> str:
-    """A short English update: what runs, what is held back, then one line per target."""
+    """A short English update: what runs, what is held back, then one line per target.
+
+    A guarded task let through by an approval is named with the words
+    ``refused by the model, overridden by <user>``, and the override (or why there
+    is none) gets a line of its own after the targets'.
+    """
     lines = [
         f"Retry window gate {gate} as of {table.as_of.format('YYYY-MM-DD HH:mm:ss[Z]')}, "
         f"deadline {table.deadline.format('YYYY-MM-DD HH:mm:ss[Z]')}"
@@ -105,13 +134,19 @@ def status_text(
         lines.append(
             "Unit of work: " + ", ".join(f"{key}={value}" for key, value in work_unit.items()) + "."
         )
-    run = [item["taskId"] for item in guard if item["action"] == "run"]
+    run = [
+        f"{item['taskId']} ({item['override']})" if item.get("override") else item["taskId"]
+        for item in guard
+        if item["action"] == "run"
+    ]
     held = [item["taskId"] for item in guard if item["action"] == "skip"]
     if guard:
         lines.append(
             f"May run: {', '.join(run) or 'none'}. Held back: {', '.join(held) or 'none'}."
         )
     lines.extend(_target_lines(table.decisions))
+    if override is not None:
+        lines.append(override.status_line())
     if table.budget is not None:
         lines.append(f"Budget: {table.budget.reason}.")
     lines.append(

@@ -13,6 +13,10 @@ other:
   (an older policy's);
 * one paged listing of the pools the targets use.
 
+A gate with an approval task reads it separately, and only when an approval
+could let held-back work through (:func:`read_approval`): the task's
+human-in-the-loop answer, and when that is an approval, the gate's earlier tries.
+
 What it read is a frozen :class:`RunSnapshot`, one row per task instance
 (:class:`~airflow_retrywindow.gate.instances.Instance`): the later stages decide
 from it alone, so they are tested with a snapshot made by hand instead of a
@@ -29,11 +33,19 @@ from airflow_retrywindow.exceptions import TargetError
 from airflow_retrywindow.gate.airflow_states import failed, latest_try, needs_history
 from airflow_retrywindow.gate.capacity import PoolState
 from airflow_retrywindow.gate.instances import UNMAPPED, Instance, label
+from airflow_retrywindow.gate.override import may_approve
 from airflow_retrywindow.policies import evidence
 
 if TYPE_CHECKING:
+    import pendulum
+
     from airflow_retrywindow.gate.targets import Target
-    from airflow_retrywindow.hooks.airflow_api import PoolRow, TaskInstanceRow, XComKey
+    from airflow_retrywindow.hooks.airflow_api import (
+        ApprovalRow,
+        PoolRow,
+        TaskInstanceRow,
+        XComKey,
+    )
 
 #: the XCom keys a RetryWindowPolicy leaves (evidence and failure class)
 POLICY_XCOM_PREFIX = "retry_window."
@@ -62,6 +74,37 @@ class RunReader(Protocol):
     ) -> Any: ...
 
     def pools(self, names: Collection[str]) -> Mapping[str, PoolRow]: ...
+
+
+class ApprovalReader(Protocol):
+    """The reads of an approval: those of ``AirflowApiHook(...).get_conn()``."""
+
+    requests: int
+
+    def approval(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = UNMAPPED
+    ) -> ApprovalRow | None: ...
+
+    def task_tries(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = UNMAPPED
+    ) -> list[TaskInstanceRow]: ...
+
+
+@dataclass(frozen=True)
+class ApprovalSnapshot:
+    """What one read found about a gate's approval task.
+
+    :param answer: the task's human-in-the-loop request and answer, ``None`` when it
+        has written none in this run.
+    :param previous_decision: when the gate's previous decision in this run was
+        made: the end of its latest earlier try that succeeded. ``None`` when there
+        is none, or when the answer is no approval (then it is not read).
+    :param requests: REST API requests the reader made.
+    """
+
+    answer: ApprovalRow | None
+    previous_decision: pendulum.DateTime | None
+    requests: int
 
 
 @dataclass(frozen=True)
@@ -245,3 +288,47 @@ def _needs_evidence(keys: Sequence[XComKey]) -> bool:
     if any(evidence.failure_of_key(key.key) is not None for key in keys):
         return False
     return any(key.key == evidence.EVIDENCE_KEY for key in keys)
+
+
+def read_approval(
+    client: ApprovalReader,
+    dag_id: str,
+    run_id: str,
+    approval: str,
+    *,
+    gate: str,
+    gate_try: int,
+) -> ApprovalSnapshot:
+    """Read the approval task's answer, and the gate's previous decision when it approves.
+
+    One request for the answer; when it is an approval and the gate ran before in
+    this run, one more for the gate's tries.
+
+    :param client: the REST API client.
+    :param dag_id: the run's DAG.
+    :param run_id: the run.
+    :param approval: the approval task's id.
+    :param gate: the gate's task id.
+    :param gate_try: the gate's try deciding now.
+    """
+    answer = client.approval(dag_id, run_id, approval)
+    previous = None
+    if may_approve(answer) and gate_try > 1:
+        previous = previous_decision(client.task_tries(dag_id, run_id, gate), gate_try)
+    return ApprovalSnapshot(answer, previous, client.requests)
+
+
+def previous_decision(tries: Sequence[TaskInstanceRow], current: int) -> pendulum.DateTime | None:
+    """When the gate's latest earlier successful try ended: its previous decision.
+
+    A try that failed made no decision. A successful try without an end date counts
+    as deciding when the API answered, so that no approval given before it counts.
+
+    :param tries: the gate's tries in this run.
+    :param current: the try deciding now.
+    """
+    decided = [row for row in tries if row.try_number < current and row.state == "success"]
+    if not decided:
+        return None
+    latest = max(decided, key=lambda row: row.try_number)
+    return latest.end_date or latest.observed_at

@@ -1,9 +1,10 @@
 """The tasks a gate decides about, found in the gate's own DAG.
 
-A :class:`Target` is what the later stages need of a task: the caller's
-estimate, the task's retry settings as the model sees them, whether a
-``RetryWindowPolicy`` classifies its failures, its pool, and whether its task
-instances carry map indexes. :func:`resolve_targets` builds them from the DAG's
+A :class:`Target` is what the later stages need of a task: the estimate it is
+decided on (settled by :mod:`~airflow_retrywindow.gate.estimates`), the task's
+retry settings as the model sees them, whether a ``RetryWindowPolicy``
+classifies its failures, its pool, and whether its task instances carry map
+indexes. :func:`resolve_targets` builds them from the DAG's
 tasks, refusing a task outside the DAG and settings the model cannot express
 (also checked when the DAG is parsed, with :func:`unsafe_trigger_rule` for the
 guarded tasks).
@@ -20,7 +21,7 @@ Airflow's retry delay cap. Importing the module imports no Airflow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,7 @@ class Target:
     """A task of the same DAG whose next attempt the gate decides.
 
     :param task_id: the Airflow task id.
-    :param work: the estimate and idempotency claim for one attempt.
+    :param work: the estimate and safe-repeat claim for one attempt it is decided on.
     :param settings: the task's own retry settings, as the model sees them.
     :param gated: whether the task has a ``RetryWindowPolicy``, which records
         how each failure was classified.
@@ -73,6 +74,23 @@ def resolve_targets(dag: Any, targets: Mapping[str, Work]) -> list[Target]:
         task = task_in(dag, task_id)
         found.append(target_of(task_id, work, task, settings_of(task)))
     return found
+
+
+def target_problems(dag: Any, task_ids: Iterable[str]) -> list[str]:
+    """Why each of ``task_ids`` cannot be a target in ``dag``, checked when the DAG is parsed.
+
+    The same checks as :func:`resolve_targets`, every target reported, none built.
+
+    :param dag: the gate's DAG.
+    :param task_ids: the targets' task ids.
+    """
+    problems = []
+    for task_id in task_ids:
+        try:
+            settings_of(task_in(dag, task_id))
+        except (ValueError, RetryWindowGateError) as error:  # UnsupportedRetrySettings
+            problems.append(str(error))
+    return problems
 
 
 def target_of(task_id: str, work: Work, task: Any, settings: RetrySettings) -> Target:

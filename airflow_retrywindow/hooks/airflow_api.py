@@ -31,7 +31,9 @@ pages of up to 1000 rows whatever ``[api] maximum_page_limit`` says), the
 failure classes of every task instance from one paged XCom key listing, the
 pools from one paged ``GET /pools``. Only a task instance reset since its last
 try (a manual clear) costs one more request, for its earlier tries: Airflow's
-REST API lists the earlier tries of one task instance at a time.
+REST API lists the earlier tries of one task instance at a time. A gate with an
+approval task reads that task's human-in-the-loop request and answer in one more
+request (:meth:`AirflowApi.approval`).
 
 Every failure raises :class:`AirflowApiError` naming the request and the cause,
 so a gate can refuse to decide (fail closed) and say why.
@@ -67,6 +69,7 @@ __all__ = [
     "AirflowApi",
     "AirflowApiError",
     "AirflowApiHook",
+    "ApprovalRow",
     "PoolRow",
     "TaskInstanceRow",
     "XComKey",
@@ -149,6 +152,39 @@ class PoolRow:
     deferred: int
     open: int
     include_deferred: bool
+
+
+@dataclass(frozen=True)
+class ApprovalRow:
+    """A human-in-the-loop task's request and its answer, as the API reported them.
+
+    :param task_id: the human-in-the-loop task.
+    :param map_index: its map index, ``-1`` when not mapped.
+    :param state: the task instance's state now, ``None`` when it has none (cleared).
+    :param try_number: the task instance's try number now.
+    :param options: the options the request offered.
+    :param chosen: the options chosen; empty while unanswered.
+    :param user_id: who answered; ``None`` while unanswered, and when Airflow chose
+        the request's defaults because nobody answered in time.
+    :param user_name: that person's name.
+    :param responded_at: when the answer was recorded.
+    :param params_input: the form values given with the answer.
+    :param asked_at: when the request was written.
+    :param observed_at: when the API answered with this row.
+    """
+
+    task_id: str
+    map_index: int
+    state: str | None
+    try_number: int
+    options: tuple[str, ...]
+    chosen: tuple[str, ...]
+    user_id: str | None
+    user_name: str | None
+    responded_at: pendulum.DateTime | None
+    params_input: dict[str, Any]
+    asked_at: pendulum.DateTime
+    observed_at: pendulum.DateTime
 
 
 class AirflowApi:
@@ -329,6 +365,57 @@ class AirflowApi:
             except ValueError:
                 return value
         return value
+
+    def approval(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = -1
+    ) -> ApprovalRow | None:
+        """The human-in-the-loop request and answer of one task instance (one request).
+
+        ``None`` when the task instance has written no request in this run (it has
+        not run yet, or was skipped): the API answers 404 then.
+
+        :param map_index: the task instance's map index, ``-1`` when not mapped.
+        """
+        from airflow_client.client import TaskInstanceApi
+        from airflow_client.client.exceptions import ApiException
+
+        api = TaskInstanceApi(self._client())
+        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+        where = f"the approval answer of {shown!r} in run {run_id!r} of DAG {dag_id!r}"
+        try:
+            answer = self._call(
+                where,
+                lambda: api.get_hitl_detail(
+                    dag_id=dag_id,
+                    dag_run_id=run_id,
+                    task_id=task_id,
+                    map_index=map_index,
+                    _request_timeout=self.timeout,
+                ),
+            )
+        except AirflowApiError as error:
+            cause = error.__cause__
+            if isinstance(cause, ApiException) and cause.status == 404:
+                return None
+            raise
+        seen = _now()
+        user = answer.responded_by_user
+        instance = answer.task_instance
+        state = instance.state
+        return ApprovalRow(
+            task_id=task_id,
+            map_index=map_index,
+            state=None if state is None else str(getattr(state, "value", state)),
+            try_number=instance.try_number,
+            options=tuple(answer.options),
+            chosen=tuple(answer.chosen_options or ()),
+            user_id=None if user is None else user.id,
+            user_name=None if user is None else user.name,
+            responded_at=_aware(answer.responded_at) if answer.responded_at else None,
+            params_input=dict(answer.params_input or {}),
+            asked_at=_aware(answer.created_at),
+            observed_at=seen,
+        )
 
     def pools(self, names: Collection[str]) -> dict[str, PoolRow]:
         """The pools named ``names`` that exist, in one paged request."""

@@ -17,13 +17,15 @@ from airflow_retrywindow import metrics
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.gate.arguments import (
     RetryWindowArguments,
+    deadline_argument,
     flag_argument,
-    targets_argument,
+    work_argument,
 )
 from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.estimates import Estimates, estimate_problems
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
-from airflow_retrywindow.gate.targets import resolve_targets, unsafe_trigger_rule
+from airflow_retrywindow.gate.targets import target_problems, unsafe_trigger_rule
 from airflow_retrywindow.hooks.airflow_api import (
     DEFAULT_CONN_ID,
     DEFAULT_PAGE_SIZE,
@@ -31,7 +33,7 @@ from airflow_retrywindow.hooks.airflow_api import (
 )
 from airflow_retrywindow.plugins.link import RetryWindowLink
 from airflow_retrywindow.timing.deadline import Deadline
-from airflow_retrywindow.timing.work import Work
+from airflow_retrywindow.timing.work import PolicyOverride, Work
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,8 +73,12 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
 
     :param target: the task of this DAG whose retry is held (``"grp.load"`` for a
         task in a task group); it may be mapped.
-    :param work: the estimate for one attempt of it.
+    :param work: the estimate for one attempt of it. Default: its
+        ``RetryWindowPolicy``'s; a :class:`~airflow_retrywindow.Work` must be the
+        same as the policy's, and ``Work.override(reason=..., ...)`` differs from
+        it on purpose.
     :param deadline: when the delivery is due (see :class:`~airflow_retrywindow.Deadline`).
+        Default: the deadline of the target's ``RetryWindowPolicy``.
     :param observations: explicit observations of the target (templated).
     :param budget: an approved resource budget; its ``estimate`` is templated.
     :param work_unit: the unit of work, templated.
@@ -92,8 +98,8 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         self,
         *,
         target: str,
-        work: Work,
-        deadline: Deadline | Any,
+        work: Work | PolicyOverride | None = None,
+        deadline: Deadline | Any | None = None,
         observations: Mapping[str, Any] | str | None = None,
         budget: Budget | None = None,
         work_unit: Mapping[str, Any] | str | None = None,
@@ -109,8 +115,10 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         if not isinstance(target, str) or not target:
             raise ValueError(f"target must be a task id, got {target!r}")
         self.target = target
-        self.work = targets_argument({target: work}, self.task_id)[target]
-        self.deadline = Deadline.coerce(deadline)
+        if target == self.task_id:
+            raise ValueError(f"target: {target!r} cannot decide about itself")
+        self.work = work_argument(work, "work")
+        self.deadline = deadline_argument(deadline)
         self._set_gate_arguments(
             observations=observations,
             budget=budget,
@@ -134,11 +142,10 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         """Everything wrong with this sensor in its DAG, checked when the DAG is parsed."""
         if not self.has_dag():  # type: ignore[no-untyped-call]
             return [f"sensor {self.task_id!r} is not in a DAG"]
-        problems: list[str] = []
-        try:
-            resolve_targets(self.dag, {self.target: self.work})
-        except (ValueError, RuntimeError) as error:
-            problems.append(str(error))
+        problems = target_problems(self.dag, [self.target])
+        problems.extend(
+            estimate_problems(self.dag, {self.target: self.work}, self.deadline, kind="sensor")
+        )
         for task_id in sorted(self.downstream_task_ids):
             problem = unsafe_trigger_rule(self.dag.task_dict[task_id], self.task_id)
             if problem:
@@ -241,9 +248,13 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             raise AirflowSkipException(message)
         raise AirflowSensorTimeout(message)
 
+    def estimates(self) -> Estimates:
+        """The target's estimate and the deadline, from the arguments and its policy."""
+        return self._estimates({self.target: self.work}, "sensor")
+
     def gate_settings(self) -> GateSettings:
         """What this sensor decides about (its target), and how it reads its run."""
-        return self._gate_settings({self.target: self.work})
+        return self._gate_settings(self.estimates())
 
     @metrics.counts_gate_errors(by=metrics.SENSOR)
     def _decide(self, context: Context) -> GateDecision:
@@ -273,6 +284,7 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             {"taskId": task_id, "targets": [self.target], "action": action, "blockers": blockers}
             for task_id in sorted(self.downstream_task_ids)
         ]
+        estimates = self.estimates()
         record = build(
             decided.table,
             requests=decided.requests,
@@ -281,10 +293,11 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             dag_id=self.dag_id,
             run_id=str(context["dag_run"].run_id),
             try_number=int(context["ti"].try_number),
-            deadline_rule=self.deadline.describe(),
+            deadline_rule=estimates.deadline.describe(),
             work_unit=self.work_unit,
             guard=guard,
             skipped=[],
+            estimate_sources=estimates.sources,
             extra={
                 "target": self.target,
                 "action": action,

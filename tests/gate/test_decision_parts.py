@@ -538,6 +538,8 @@ def test_the_pure_parts_import_no_airflow() -> None:
         "airflow_retrywindow.gate.budget",
         "airflow_retrywindow.gate.capacity",
         "airflow_retrywindow.gate.targets",
+        "airflow_retrywindow.gate.estimates",
+        "airflow_retrywindow.timing.work",
         "airflow_retrywindow.gate.airflow_states",
         "airflow_retrywindow.gate.instances",
         "airflow_retrywindow.gate.snapshot",

@@ -57,8 +57,28 @@ def test_the_dag_processor_refuses_misplaced_gates(airflow_db: Path) -> None:
         "retry window gate: target 'copy' maps retries per map index; the gate reads one set "
         "of retry settings for every map index, so set them in partial() instead"
     )
-    assert "good_gate.py" not in errors and "good_mapped.py" not in errors
-    assert "DAGS ['rw_gate_good', 'rw_gate_good_mapped']" in done.stdout
+    # one source of truth for an estimate: a gate that contradicts a policy is refused
+    assert errors["estimate_conflict.py"].endswith(
+        "retry window gate: targets['load']: safe_repeat: the gate's Work says True, the task's "
+        "RetryWindowPolicy says False; make them equal, leave the Work out "
+        "(targets['load']=None) to take the policy's, or mark the override: "
+        "targets['load']=Work.override(reason='...', safe_repeat=True)"
+    )
+    assert errors["no_estimate.py"].endswith(
+        "retry window gate: targets['load']: task 'load' has no RetryWindowPolicy to take its "
+        "estimate from; give targets['load']=Work(duration=..., validation=..., "
+        "safe_repeat=...), or add retry_policy=RetryWindowPolicy(...) to the task"
+    )
+    assert errors["deadline_conflict.py"].endswith(
+        "retry window gate: deadline: the gate has none, and its targets' policies give "
+        "different deadlines ('load': data_interval_end + 6:00:00; 'report': "
+        "data_interval_end + 4:00:00); pass the gate's deadline=... and mark each target whose "
+        "policy differs with Work.override(reason='...', deadline=...)"
+    )
+    good = ("good_gate.py", "good_mapped.py", "good_estimates.py")
+    assert not [name for name in good if name in errors]
+    dags = "DAGS ['rw_gate_good', 'rw_gate_good_estimates', 'rw_gate_good_mapped']"
+    assert dags in done.stdout
 
 
 def _gate(**overrides: Any) -> Any:
@@ -83,7 +103,7 @@ def _gate(**overrides: Any) -> Any:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"targets": {}}, "targets must map at least one task id to its Work"),
+        ({"targets": {}}, "targets must be a non-empty list of task ids"),
         ({"targets": {"load": 60}}, "targets['load'] must be a Work("),
         ({"targets": {"gate": None}}, "targets: 'gate' cannot decide about itself"),
         ({"guard": ["append"]}, "guard['append'] depends on 'append', which is not among"),
@@ -120,7 +140,7 @@ def test_the_sensor_refuses_bad_arguments() -> None:
             )
         with pytest.raises(ValueError, match="target must be a task id"):
             RetryWindowSensor(task_id="b", target="", work=work, deadline=deadline)
-        with pytest.raises(ValueError, match=r"targets\['load'\] must be a Work"):
+        with pytest.raises(ValueError, match=r"^work must be a Work"):
             RetryWindowSensor(
                 task_id="c",
                 target="load",

@@ -162,6 +162,39 @@ def test_an_estimate_over_budget_blocks_the_repeat(table: Run) -> None:
     assert record["guard"][0]["blockers"] == [record["budget"]["reason"]]
 
 
+def _given(record: dict[str, Any]) -> dict[str, tuple[int, int, bool]]:
+    """task id -> (duration, validation, safeRepeat) as the model was given them."""
+    return {
+        item["taskIds"][task["id"]]: (task["duration"], task["validation"], task["safeRepeat"])
+        for item in record["fixtures"]
+        for task in item["fixture"]["tasks"]
+    }
+
+
+def test_a_gate_listing_its_targets_decides_on_their_policies(table: Run) -> None:
+    record = table.record("policy_gate")
+    assert decisions(record) == {
+        "load": "reconcile-remote",
+        "repair": "repair-cause",
+        "rebuild": "deadline-infeasible",  # only its policy says it takes seven hours
+    }
+    assert table.states["rebuild"] == "failed"  # its policy refused the retry as well
+    assert _given(record) == {
+        "load": (60, 30, True),
+        "repair": (60, 30, True),
+        "rebuild": (7 * 3600, 20 * 60, True),
+    }
+    assert record["deadlineRule"] == "data_interval_end + 6:00:00"
+    from_policy = dict.fromkeys(("duration", "validation", "safeRepeat", "deadline"), "policy")
+    assert [row["estimateSource"] for row in record["decisions"]] == [from_policy] * 3
+    # the gate that states the policy's own values says both did
+    sources = {
+        row["taskId"]: row["estimateSource"] for row in table.record("table_gate")["decisions"]
+    }
+    assert set(sources["load"].values()) == {"gate and policy"}
+    assert set(sources["extract"].values()) == {"gate"}  # no policy: the gate's alone
+
+
 def test_the_record_replays_offline_byte_for_byte(table: Run) -> None:
     record = table.record("table_gate")
     fixtures = record["fixtures"]

@@ -98,6 +98,16 @@ def test_a_refused_retry_is_skipped_with_its_downstream(run: tuple[str, str]) ->
     assert record["action"] == "skip"
     assert record["skipped"] == ["after_broken", "retry_broken"]
     assert "Retry window broken: repair-cause: attempt 1 failed terminally" in output
+    # no work and no deadline given: the sensor decided on its target's policy
+    (fixture,) = record["fixtures"]
+    (task,) = fixture["fixture"]["tasks"]
+    assert (task["duration"], task["validation"], task["safeRepeat"]) == (90, 45, False)
+    assert record["deadlineRule"] == "data_interval_end + 5:00:00"
+    fields = ("duration", "validation", "safeRepeat", "deadline")
+    assert record["decisions"][0]["estimateSource"] == dict.fromkeys(fields, "policy")
+    # a target without a policy: the sensor's own work and deadline
+    deferred = _record(run_id, "wait_deferred")["decisions"][0]["estimateSource"]
+    assert deferred == dict.fromkeys(fields, "gate")
 
 
 def test_timeouts_behave_like_any_sensor(run: tuple[str, str]) -> None:

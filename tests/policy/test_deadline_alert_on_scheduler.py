@@ -21,6 +21,7 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_retrywindow import Deadline
 from airflow_retrywindow.timing.jitter import Jitter, TryKey
 from devstack.stack import AirflowStack, sqlite_stack
 
@@ -122,12 +123,22 @@ def test_the_gate_decided_on_airflows_instant(run: Run) -> None:
     assert record["deadlineRule"].startswith("Airflow deadline alert 'regulator cutoff'")
 
 
-def test_an_alert_a_task_cannot_compute_is_refused(run: Run) -> None:
-    latest = run.evidence("queued")["latest"]
-    assert latest["action"] == "fail"
-    assert "DeadlineReference.DAGRUN_QUEUED_AT cannot be computed" in latest["reason"]
-    states = run.stack.task_states(DAG_ID, run.run_id)
-    assert states["queued"] == ("failed", 1)
+def test_an_alert_a_task_cannot_compute_is_refused_at_parse_time() -> None:
+    from airflow.sdk import DAG, task
+
+    from airflow_retrywindow import check_dag
+    from tests.policy.deadline_dags.rw_deadline_alert import QUEUED, _policy
+
+    with DAG("rw_queued_alert", schedule=None, deadline=[QUEUED]) as dag:
+
+        @task(retries=1, retry_policy=_policy(Deadline.dag_alert("within four hours")))
+        def queued() -> None: ...
+
+        queued()
+
+    problems = check_dag(dag)
+    assert len(problems) == 1
+    assert "DeadlineReference.DAGRUN_QUEUED_AT cannot be computed" in problems[0]
 
 
 def test_the_jittered_wait_is_the_one_airflow_kept(run: Run) -> None:

@@ -2,7 +2,9 @@
 
 The three ``wait_*`` sensors (deferrable, poke, reschedule) each wait out a
 5 s backoff and let the retry through; they run one after another, and before
-anything else, so that each really waits. ``wait_broken`` skips the retry of a terminal failure;
+anything else, so that each really waits. ``wait_broken`` skips the retry of a
+terminal failure, with no work and no deadline of its own: both are its target's
+``RetryWindowPolicy``'s;
 ``wait_late`` and ``wait_late_hard`` time out on a one-hour backoff.
 """
 
@@ -65,19 +67,16 @@ with DAG(
         retries=2,
         retry_delay=timedelta(seconds=2),
         retry_policy=RetryWindowPolicy(
-            deadline=DEADLINE, duration=60, validation=30, safe_repeat=True
+            deadline=Deadline.after_data_interval_end(hours=5),
+            duration=90,
+            validation=45,
+            safe_repeat=False,
         ),
     )
     def broken() -> None:
         raise TerminalFailure("the destination table was dropped")
 
-    wait_broken = RetryWindowSensor(
-        task_id="wait_broken",
-        target="broken",
-        work=QUICK,
-        deadline=DEADLINE,
-        trigger_rule="all_done",
-    )
+    wait_broken = RetryWindowSensor(task_id="wait_broken", target="broken", trigger_rule="all_done")
 
     @task
     def retry_broken() -> str:

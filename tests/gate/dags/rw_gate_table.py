@@ -4,7 +4,9 @@ then gates that decide every retry from Airflow's REST API.
 ``table_gate`` guards tasks that were never tried (first runs, pool capacity),
 and, through a mapping, repeats of failed tasks. ``budget_gate`` guards a repeat
 whose dry-run estimate is over budget. ``narrow_gate`` skips only its guarded
-task and lets the trigger rules after it decide.
+task and lets the trigger rules after it decide. ``policy_gate`` lists its
+targets only: every estimate and the deadline come from their ``RetryWindowPolicy``
+(``rebuild``'s takes seven hours, more than the six left to the deadline).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ POLICY = RetryWindowPolicy(
     deadline=DEADLINE, duration=timedelta(minutes=1), validation=timedelta(seconds=30),
     safe_repeat=True,
 )  # fmt: skip
+#: only this policy knows that a rebuild takes seven hours
+LONG = RetryWindowPolicy(
+    deadline=DEADLINE, duration=timedelta(hours=7), validation=timedelta(minutes=20),
+    safe_repeat=True,
+)  # fmt: skip
 
 with DAG(
     "rw_gate_table",
@@ -53,6 +60,10 @@ with DAG(
     @task(retries=2, retry_delay=timedelta(seconds=2), retry_policy=POLICY)
     def repair() -> None:
         raise TerminalFailure("schema mismatch in the destination table")
+
+    @task(retries=2, retry_delay=timedelta(seconds=1), retry_policy=LONG)
+    def rebuild() -> None:
+        raise ConnectionError("warehouse connection reset during the rebuild")
 
     @task(retries=0)
     def archive() -> None:
@@ -185,6 +196,14 @@ with DAG(
     def rerun_report_budget() -> str:
         return "report within budget"
 
+    # no Work, no deadline: both from the targets' policies
+    policy_gate = RetryWindowGateOperator(
+        task_id="policy_gate",
+        targets=["load", "repair", "rebuild"],
+        guard=[],
+        trigger_rule="all_done",
+    )
+
     narrow_gate = RetryWindowGateOperator(
         task_id="narrow_gate",
         targets={"append": QUICK},
@@ -203,11 +222,12 @@ with DAG(
         return "runs: its trigger rule decides"
 
     failing = [extract(), load(), repair(), archive(), append(), publish(), transform(), report()]
+    failing.append(rebuild())
     observed = [monitor(), lookup(), reconcile(), dry_run()]
     pause = settle()
     failing >> pause
     observed >> pause
-    pause >> [table_gate, budget_gate, narrow_gate]
+    pause >> [table_gate, budget_gate, narrow_gate, policy_gate]
     narrow_gate >> rerun_append_narrow() >> after_narrow()
     huge_task = huge()
     table_gate >> [fresh_light(), fresh_heavy(), huge_task, rerun_report(), rerun_append()]

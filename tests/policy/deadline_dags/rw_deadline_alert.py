@@ -7,9 +7,10 @@ per alert. Three tasks use them:
   ``positions ready`` alert (logical date + interval) and jitters the wait;
 * ``gate`` runs after it and decides on the ``regulator cutoff`` alert (a fixed
   datetime with a negative interval), read back through the REST API;
-* ``queued`` names the ``within four hours`` alert (the run's queued_at), which a
-  task cannot compute as Airflow does: its policy must refuse, and the run fails,
-  so Airflow keeps the run's deadline rows (it prunes them after a success).
+* ``keep_rows`` fails, so the run fails and Airflow keeps its deadline rows (it
+  prunes them after a success). The ``within four hours`` alert (the run's
+  queued_at) has a row too, though no task may use it: a policy naming it is
+  refused when the DAG is parsed.
 """
 
 from __future__ import annotations
@@ -80,19 +81,20 @@ with DAG(
         if ti.try_number == 1:
             raise ConnectionError("positions database closed the connection")
 
-    @task(retries=1, retry_policy=_policy(Deadline.dag_alert("within four hours")))
-    def queued() -> None:
-        raise ConnectionError("positions database closed the connection")
+    @task
+    def keep_rows() -> None:
+        raise RuntimeError("fails on purpose: a failed run keeps its deadline rows")
 
     gate = RetryWindowGateOperator(
         task_id="gate",
+        # the gate answers to another alert than load's policy: said explicitly
         targets={
-            "load": Work(
-                duration=timedelta(seconds=5), validation=timedelta(seconds=1), safe_repeat=True
+            "load": Work.override(
+                reason="the gate answers to the regulator's cutoff", deadline=CUTOFF
             )
         },
         deadline=CUTOFF,
         guard=[],
     )
     load() >> gate
-    queued()
+    keep_rows()

@@ -1,0 +1,415 @@
+"""Override: a person's approval lets refused guarded work run once, next to the model's decision.
+
+After the model refuses a repeat (``attempts-exhausted``, ``reconcile-effects``,
+``deadline-infeasible``, ...), someone with authority may decide to repeat anyway.
+They say so through one of Airflow's human-in-the-loop tasks (``ApprovalOperator``,
+or an ``HITLOperator`` offering ``Approve``) placed directly downstream of the gate;
+the gate names it with ``approval=``. See ``docs/approved-override.md`` for the
+pattern.
+
+The model's decisions are never changed: the gate records them as they are and
+puts an :class:`Override` beside them. An answer counts (:func:`judge`) only when
+all of this holds, and otherwise nothing changes:
+
+* the approval task succeeded with exactly ``Approve`` chosen by a person: not
+  rejected, not a default Airflow chose because nobody answered in time, not an
+  answer recorded before the task was cleared;
+* it states a reason (the form field :data:`REASON_PARAM`);
+* it was given after the gate's previous decision in this run and after the latest
+  try of every task instance it releases ended, so yesterday's approval never lets
+  today's repeat through;
+* it names the targets it releases (the form field :data:`TARGETS_PARAM`), or the
+  gate is configured for them (``approval_targets``, by default every target).
+
+An approval overrides the model's retry decision only when that decision is one
+of :data:`OVERRIDABLE`. It never overrides resources: a pool that can never hold
+the task or an exceeded budget stands, and so do the decisions in
+:data:`STANDING`. A guarded task runs on an approval when every reason holding it
+back is a refusal the approval covers (:meth:`Override.covers`).
+
+Nothing here reads the API or imports Airflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import pendulum
+
+from airflow_retrywindow.model.decisions import Decision
+from airflow_retrywindow.redaction import safe_text
+
+if TYPE_CHECKING:
+    from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
+    from airflow_retrywindow.hooks.airflow_api import ApprovalRow
+
+#: the option an approval task offers for "repeat anyway"
+APPROVE = "Approve"
+#: the form field holding the stated reason; an approval without one does not count
+REASON_PARAM = "reason"
+#: the optional form field naming the targets an approval releases
+TARGETS_PARAM = "targets"
+#: the approval task's state once its answer is final
+ANSWERED = "success"
+#: the most characters of a reason kept in the record
+MAX_REASON_TEXT = 500
+
+#: the model's refusals a person may override: the model cannot know what they know
+OVERRIDABLE = frozenset(
+    {
+        Decision.ATTEMPTS_EXHAUSTED.value,
+        Decision.RECONCILE_EFFECTS.value,
+        Decision.DEADLINE_INFEASIBLE.value,
+        Decision.REPAIR_CAUSE.value,
+        Decision.VALIDATE_OUTPUT.value,
+    }
+)
+#: the model's answers that stand whatever a person answers, and why
+STANDING = {
+    Decision.REFRESH_OBSERVATION.value: (
+        "the observation is too old to decide on; refresh it and run the gate again"
+    ),
+    Decision.OBSERVE_RUNNING.value: "a try is running now, and a repeat would run beside it",
+    Decision.RECONCILE_REMOTE.value: (
+        "the outcome of the last try is unknown; reconcile it and give the gate an observation, "
+        "since an approval does not say what happened"
+    ),
+    Decision.WAIT_BACKOFF.value: "a backoff is a wait, not a refusal; wait for it to end",
+}
+#: the words for an override, wherever one is shown
+OVERRIDDEN_BY = "refused by the model, overridden by {user}"
+
+_UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
+_SHOWN = "YYYY-MM-DD HH:mm:ss[Z]"
+
+
+@dataclass(frozen=True)
+class Approver:
+    """The person who answered an approval task, as Airflow's auth manager named them.
+
+    :param id: the user's id.
+    :param name: the user's name.
+    """
+
+    id: str
+    name: str
+
+    @property
+    def shown(self) -> str:
+        """``name``, with the id when it differs."""
+        return self.name if self.name == self.id else f"{self.name} (id {self.id})"
+
+
+@dataclass(frozen=True)
+class Override:
+    """What the gate's approval task lets through on this evaluation, if anything.
+
+    :param approval: the approval task's id.
+    :param released: the targets released; empty when the approval does not count.
+    :param approver: who approved, when the answer is a person's ``Approve``.
+    :param approved_at: when they approved.
+    :param reason: the reason they stated.
+    :param overridden: ``(task instance name, the model's decision)`` of every
+        refusal the approval overrides.
+    :param note: why the approval does not count, or which named targets it does
+        not release; empty when it releases everything it names.
+    :param answer: the answer as read, for the record; ``None`` when none was read.
+    """
+
+    approval: str
+    released: tuple[str, ...] = ()
+    approver: Approver | None = None
+    approved_at: pendulum.DateTime | None = None
+    reason: str = ""
+    overridden: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+    answer: Mapping[str, Any] | None = None
+
+    @property
+    def applied(self) -> bool:
+        """Whether the approval lets anything through."""
+        return bool(self.released)
+
+    @property
+    def wording(self) -> str:
+        """``refused by the model, overridden by <user>``; empty when not applied."""
+        if not self.applied or self.approver is None:
+            return ""
+        return OVERRIDDEN_BY.format(user=self.approver.shown)
+
+    def covers(self, table: DecisionTable, targets: Iterable[str]) -> bool:
+        """Whether a guarded task that depends on ``targets`` runs on this approval.
+
+        Only when something holds it back and every target holding it back is
+        released: a released target's only blockers are refusals the approval
+        overrides.
+        """
+        held = [target for target in targets if table.blockers(target)]
+        return bool(held) and all(target in self.released for target in held)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record's ``override`` entry, JSON-ready."""
+        return {
+            "approval": self.approval,
+            "applied": self.applied,
+            "approvedBy": (
+                {"id": self.approver.id, "name": self.approver.name}
+                if self.applied and self.approver
+                else None
+            ),
+            "approvedAt": _iso(self.approved_at) if self.applied else None,
+            "reason": self.reason if self.applied else None,
+            "targets": list(self.released),
+            "overridden": [
+                {"task": name, "decision": decision} for name, decision in self.overridden
+            ],
+            "status": self.wording or f"no override: {self.note}",
+            "note": self.note,
+            "answer": dict(self.answer) if self.answer is not None else None,
+        }
+
+    def status_line(self) -> str:
+        """One line for the status update."""
+        if not self.applied or self.approver is None or self.approved_at is None:
+            return f"No override through {self.approval}: {self.note}."
+        refused = ", ".join(f"{name} {decision}" for name, decision in self.overridden)
+        line = (
+            f"Override: {refused}: {self.wording} at {self.approved_at.format(_SHOWN)} "
+            f"through {self.approval}; reason: {self.reason}."
+        )
+        return f"{line} Not released: {self.note}." if self.note else line
+
+
+def unasked(approval: str, note: str) -> Override:
+    """An override that was not looked for: ``note`` says why."""
+    return Override(approval=approval, note=note)
+
+
+def approvable(table: DecisionTable, targets: Iterable[str], allowed: Collection[str]) -> bool:
+    """Whether an approval could let a guarded task that depends on ``targets`` run.
+
+    It could when something holds the task back, the budget allows, and every
+    target holding it back is one the approval may release (``allowed``) whose
+    refused task instances are all overridable refusals in a pool that can hold them.
+    """
+    if table.budget is not None and table.budget.blocks:
+        return False
+    held = [target for target in targets if table.blockers(target)]
+    return bool(held) and all(
+        target in allowed and _standing(_refused(table, target)) is None for target in held
+    )
+
+
+def may_approve(answer: ApprovalRow | None) -> bool:
+    """Whether ``answer`` is a final ``Approve`` chosen by a person (more is checked later)."""
+    return answer is not None and _unusable(answer, answer.task_id) is None
+
+
+def judge(
+    table: DecisionTable,
+    answer: ApprovalRow | None,
+    *,
+    approval: str,
+    allowed: Sequence[str],
+    previous_decision: pendulum.DateTime | None,
+) -> Override:
+    """What the approval task's answer releases on this evaluation.
+
+    :param table: the model's decisions, unchanged.
+    :param answer: the approval task's request and answer, ``None`` when it has
+        written no request in this run.
+    :param approval: the approval task's id.
+    :param allowed: the targets the gate lets an approval release.
+    :param previous_decision: when the gate's previous decision in this run was
+        made (the end of its latest earlier successful try), ``None`` for none.
+    """
+    seen = _answer_seen(answer)
+    problem = _unusable(answer, approval)
+    if problem or answer is None or answer.user_id is None or answer.responded_at is None:
+        return Override(approval=approval, note=problem or "", answer=seen)
+    approver = Approver(safe_text(answer.user_id), safe_text(answer.user_name or answer.user_id))
+    at = answer.responded_at
+    refused = Override(approval=approval, answer=seen)
+    reason = _reason(answer.params_input)
+    if not reason:
+        return replace(
+            refused,
+            note=f"{approver.shown} approved at {at.format(_SHOWN)} without stating a reason "
+            f"(the form field {REASON_PARAM!r}); an approval counts only with one",
+        )
+    named, problem = _named(answer.params_input, allowed)
+    if problem:
+        return replace(refused, note=problem)
+    if table.budget is not None and table.budget.blocks:
+        return replace(
+            refused,
+            note=f"the budget is exceeded ({table.budget.reason}); an approval overrides the "
+            "model's retry decision, not a budget",
+        )
+    if previous_decision is not None and at <= previous_decision:
+        return replace(
+            refused,
+            note=f"{approver.shown} approved at {at.format(_SHOWN)}, before this gate's previous "
+            f"decision at {previous_decision.format(_SHOWN)}: one approval lets one repeat "
+            f"through; clear {approval} to ask again",
+        )
+    released: list[str] = []
+    overridden: list[tuple[str, str]] = []
+    notes: list[str] = []
+    for target in named:
+        rows = _refused(table, target)
+        if not rows:
+            continue  # nothing holds it back: nothing to override
+        why = _standing(rows) or _stale(rows, at, approval)
+        if why:
+            notes.append(why)
+            continue
+        released.append(target)
+        overridden.extend((row.label, row.decision) for row in rows)
+    if not released and not notes:
+        notes.append(f"nothing it names ({', '.join(named)}) is refused")
+    return Override(
+        approval=approval,
+        released=tuple(released),
+        approver=approver,
+        approved_at=at,
+        reason=reason,
+        overridden=tuple(overridden),
+        note="; ".join(notes),
+        answer=seen,
+    )
+
+
+def _unusable(answer: ApprovalRow | None, approval: str) -> str | None:
+    """Why the answer is not a final ``Approve`` by a person, or ``None`` when it is."""
+    if answer is None:
+        return (
+            f"{approval} has not asked in this run yet: it asks after this gate (if it shows "
+            "as skipped, clear it to ask)"
+        )
+    if answer.responded_at is None:
+        return f"{approval} has not been answered yet (its state: {answer.state or 'none'})"
+    at = answer.responded_at.format(_SHOWN)
+    if answer.user_id is None:
+        return (
+            f"nobody answered {approval} in time; Airflow chose its default "
+            f"{list(answer.chosen)} at {at}, and only a person's approval counts"
+        )
+    who = safe_text(answer.user_name or answer.user_id)
+    if answer.state != ANSWERED:
+        return (
+            f"the answer of {who} at {at} is not final: {approval} is "
+            f"{answer.state or 'cleared'}; an answer counts once {approval} has succeeded with it"
+        )
+    if answer.chosen != (APPROVE,):
+        chosen = ", ".join(answer.chosen) or "nothing"
+        verb = "rejected" if answer.chosen == ("Reject",) else f"answered {chosen}"
+        return f"{who} {verb} at {at}"
+    return None
+
+
+def _reason(form: Mapping[str, Any]) -> str:
+    """The stated reason, safe to store, or empty."""
+    value = form.get(REASON_PARAM)
+    if not isinstance(value, str):
+        return ""
+    return safe_text(" ".join(value.split()), limit=MAX_REASON_TEXT)
+
+
+def _named(form: Mapping[str, Any], allowed: Sequence[str]) -> tuple[tuple[str, ...], str]:
+    """The targets the answer releases, and a problem when it names them wrongly.
+
+    Without the form field, the targets the gate is configured for.
+    """
+    if TARGETS_PARAM not in form:
+        return tuple(allowed), ""
+    value = form[TARGETS_PARAM]
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        return (), (
+            f"the form field {TARGETS_PARAM!r} must be a list of target ids, got "
+            f"{safe_text(repr(value), limit=120)}"
+        )
+    wanted = [name.strip() for name in names if name.strip()]
+    if not wanted:
+        return (), f"the form field {TARGETS_PARAM!r} names no target"
+    unknown = [name for name in wanted if name not in allowed]
+    if unknown:
+        return (), (
+            f"the form field {TARGETS_PARAM!r} names "
+            f"{', '.join(safe_text(repr(name), limit=60) for name in unknown)}, which an "
+            f"approval of this gate may not release (it may release {', '.join(allowed)})"
+        )
+    return tuple(dict.fromkeys(wanted)), ""
+
+
+def _refused(table: DecisionTable, target: str) -> list[TargetDecision]:
+    """The task instances of ``target`` held back (budget aside)."""
+    return [row for row in table.rows_of(target) if row.blockers()]
+
+
+def _standing(rows: Sequence[TargetDecision]) -> str | None:
+    """Why an approval cannot release these held-back task instances, or ``None``."""
+    for row in rows:
+        if row.capacity.blocks:
+            return (
+                f"{row.label} is held back by its pool ({row.capacity.reason}); an approval "
+                "overrides the model's retry decision, not capacity"
+            )
+        if row.decision not in OVERRIDABLE:
+            why = STANDING.get(row.decision, "it is not a refusal an approval may override")
+            return f"{row.label}: {row.decision} stands: {why}"
+    return None
+
+
+def _stale(rows: Sequence[TargetDecision], at: pendulum.DateTime, approval: str) -> str | None:
+    """Why the approval at ``at`` came before the latest facts about these, or ``None``."""
+    for row in rows:
+        since = _latest_fact(row)
+        if since is None:
+            return f"when the latest try of {row.label} ended is not known"
+        if at <= since:
+            return (
+                f"approved at {at.format(_SHOWN)}, before the latest try of {row.label} ended "
+                f"at {since.format(_SHOWN)}: that approval was for an earlier repeat; clear "
+                f"{approval} to ask again"
+            )
+    return None
+
+
+def _latest_fact(row: TargetDecision) -> pendulum.DateTime | None:
+    """When the facts the model refused on were last true: the try's end, or the observation's."""
+    facts = row.observed.facts
+    if facts is None or facts.finished_at is None:
+        return None
+    instants = [facts.finished_at]
+    if row.observed.source == "observations":
+        instants.append(facts.observed_at)  # an observation newer than the approval
+    return pendulum.instance(max(instants)).in_timezone("UTC")
+
+
+def _answer_seen(answer: ApprovalRow | None) -> dict[str, Any] | None:
+    """The answer as read, safe to store: no form values but the reason and the targets."""
+    if answer is None:
+        return None
+    return {
+        "state": answer.state,
+        "tryNumber": answer.try_number,
+        "askedAt": _iso(answer.asked_at),
+        "chosen": list(answer.chosen),
+        "by": (
+            None
+            if answer.user_id is None
+            else {
+                "id": safe_text(answer.user_id),
+                "name": safe_text(answer.user_name or answer.user_id),
+            }
+        ),
+        "at": _iso(answer.responded_at),
+    }
+
+
+def _iso(moment: pendulum.DateTime | None) -> str | None:
+    return None if moment is None else moment.in_timezone("UTC").format(_UTC)
