@@ -52,6 +52,8 @@ BUDGET = "retry_window.budget.{}"
 GATE_ERROR = "retry_window.gate_error"
 #: one per try refused before its code ran (its previous try left no decision)
 RETRY_START_REFUSED = "retry_window.retry_start.refused"
+#: per gate evaluation an approval overrode the model on: the targets it released
+OVERRIDE_APPROVED = "retry_window.override.approved"
 
 #: every name, for the documentation and for the check against Airflow's name rules
 NAMES = (
@@ -63,6 +65,7 @@ NAMES = (
     BUDGET,
     GATE_ERROR,
     RETRY_START_REFUSED,
+    OVERRIDE_APPROVED,
 )
 
 COUNTER = "counter"
@@ -186,7 +189,39 @@ def gate_metrics(record: Mapping[str, Any], *, decided_by: str) -> list[Metric]:
     if budget:
         tags = {"dag_id": dag_id, "task_id": gate_id, "decided_by": decided_by}
         found.append(Metric(BUDGET.format(metric_word(budget.get("verdict"))), COUNTER, 1, tags))
+    found.extend(
+        override_metrics(
+            record.get("override"), dag_id=dag_id, gate_id=gate_id, decided_by=decided_by
+        )
+    )
     return found
+
+
+def override_metrics(
+    entry: object, *, dag_id: str, gate_id: str, decided_by: str = GATE
+) -> list[Metric]:
+    """The metric of a gate's approved override, from the record's ``override`` entry.
+
+    Counted by the targets the approval released, which is the counter's value
+    rather than a tag, so that the number of series stays small. The decisions
+    above are still counted as the model took them: an override is a person's
+    decision beside the model's, not a different decision.
+
+    :param entry: the record's ``override`` entry (``None`` without an approval task).
+    :param dag_id: the gate's DAG.
+    :param gate_id: the gate.
+    :param decided_by: the ``decided_by`` tag: ``gate``, the one kind with an approval task.
+    """
+    if not isinstance(entry, Mapping) or entry.get("applied") is not True:
+        return []
+    targets = entry.get("targets")
+    released = (
+        [name for name in targets if isinstance(name, str)] if isinstance(targets, list) else []
+    )
+    if not released:  # applied yet releasing nothing is not what the gate stores: count nothing
+        return []
+    tags = {"dag_id": dag_id, "task_id": gate_id, "decided_by": decided_by}
+    return [Metric(OVERRIDE_APPROVED, COUNTER, len(released), tags)]
 
 
 def gate_error_metrics(*, dag_id: str, task_id: str, decided_by: str) -> list[Metric]:

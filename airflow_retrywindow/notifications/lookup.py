@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_retrywindow.notifications.notice import Notice, from_evidence, from_gate_record
+from airflow_retrywindow.notifications.notice import (
+    Notice,
+    from_evidence,
+    from_gate_record,
+    override_of,
+)
+from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.policies.evidence import EVIDENCE_KEY
 from airflow_retrywindow.redaction import describe_exception
 
@@ -36,11 +42,14 @@ class Found:
     :param notices: one per task decided.
     :param evidence: where the full evidence is kept, in words.
     :param work_unit: the unit of work the decision record names, if any.
+    :param override: a gate's approved override, or why there is none, when it
+        has an approval task.
     """
 
     notices: tuple[Notice, ...]
     evidence: str
     work_unit: object = None
+    override: OverrideEntry | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,7 @@ def _gate_decision(ti: Any) -> Found | Missing:
         notices=from_gate_record(record),
         evidence=f"the return_value XCom of {ti.task_id} (with the fixtures to replay)",
         work_unit=record.get("workUnit"),
+        override=override_of(record),
     )
 
 

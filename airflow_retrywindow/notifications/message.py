@@ -4,8 +4,12 @@ The body follows the runbook's hand-off: the decision and its reason, the status
 update (confirmed state, what is still unknown, the next action, when the next
 evidence is due), the unit of work, and for ``deadline-infeasible`` the impact to
 report instead of retrying (how late, who is affected, the operational
-alternative). When no decision could be found, the message says so plainly and
-that the retry is to be treated as refused; it is never empty.
+alternative). For a gate with an approval task it states the approved override
+(who, when, why, which targets) beside the model's unchanged decisions, or, when
+work is held back, why there is none; a target's estimate sources are named only
+when one of them is a gate override. When no decision could be found, the
+message says so plainly and that the retry is to be treated as refused; it is
+never empty.
 
 Everything in a message passes through :func:`~airflow_retrywindow.redaction.safe_text`
 as its last step, so a registered secret or a URL's credentials never leave in it.
@@ -21,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_retrywindow.notifications.notice import Lateness, Notice
+from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.redaction import safe_text
 
 #: the decision a message names when none was found
@@ -31,6 +36,8 @@ MAX_SUBJECT = 250
 MAX_TEXT = 20_000
 _PREFIX = "[retry window]"
 _NEVER_ACTS = "The gate only decides: it submitted, cancelled and observed no job."
+#: how real times are written in a notification: dated, UTC
+_UTC = "YYYY-MM-DD HH:mm:ss[Z]"
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -103,6 +110,7 @@ def compose(
     work_unit: object = None,
     impact: Impact | None = None,
     evidence: str = "",
+    override: OverrideEntry | None = None,
 ) -> Message:
     """The message for decisions found for ``task``.
 
@@ -111,6 +119,7 @@ def compose(
     :param work_unit: the unit of work (a mapping or text).
     :param impact: who is affected and the alternative, for ``deadline-infeasible``.
     :param evidence: where the full evidence is kept, in words.
+    :param override: a gate's ``override`` entry, when it has an approval task.
     """
     if not notices:
         raise ValueError("notices must hold at least one decision")
@@ -124,6 +133,8 @@ def compose(
     lines = [title, task.line(), ""]
     for notice in notices:
         lines += _decision_lines(notice, heading=not single)
+    if override is not None:
+        lines += _override_lines(override, held=any(notice.refused for notice in notices))
     late = [(notice.task_id, notice.lateness) for notice in notices if notice.lateness]
     if late:
         lines += _impact_lines(late, impact or Impact())
@@ -186,6 +197,8 @@ def _decision_lines(notice: Notice, *, heading: bool) -> list[str]:
         f"What happens now: {notice.outcome}",
         f"Reason: {notice.reason}",
     ]
+    if notice.estimate:
+        lines.append(f"Estimate: {notice.estimate}")
     if notice.status:
         lines.append(f"Status update: {notice.status}")
     else:
@@ -193,6 +206,26 @@ def _decision_lines(notice: Notice, *, heading: bool) -> list[str]:
             "Status update: nothing was decided, so nothing is confirmed beyond the failure; "
             "next: read the cause in the reason and repair it before anyone clears the task."
         )
+    return [*lines, ""]
+
+
+def _override_lines(override: OverrideEntry, *, held: bool) -> list[str]:
+    """The approved override, or, when work is held back, why there is none."""
+    if not override.applied or override.approved_at is None:
+        if not held:  # nothing waits on an approval: no line to keep the mail short
+            return []
+        why = override.note or "no reason was stored"
+        return [f"No override through {override.approval}: {why}.", ""]
+    refused = ", ".join(f"{name} {decision}" for name, decision in override.overridden)
+    lines = [
+        f"Approved override: refused by the model, overridden by {override.approver} at "
+        f"{override.approved_at.format(_UTC)} through {override.approval}.",
+        f"  Reason: {override.reason}",
+        f"  Targets: {', '.join(override.targets)}"
+        + (f"; the model's decisions stand in the record: {refused}" if refused else ""),
+    ]
+    if override.note:
+        lines.append(f"  Not released: {override.note}")
     return [*lines, ""]
 
 

@@ -7,7 +7,10 @@ anything itself. It reads one of the two things the provider stores:
   (the exact fixture, its clock origin, the model's result and the reason, see
   :mod:`airflow_retrywindow.policies.evidence`);
 * the decision record a gate or a sensor publishes as its ``return_value`` XCom
-  (see :mod:`airflow_retrywindow.gate.record`).
+  (see :mod:`airflow_retrywindow.gate.record`), with where each estimate came
+  from and, for a gate with an approval task, its ``override`` entry
+  (:func:`override_of`): a guarded task let through by an approval is told as
+  such, never as allowed by the model.
 
 For the evidence, the status update is rebuilt by replaying the stored fixture on
 the stored clock, with the same sentence builders the gate and ``explain`` use. A
@@ -27,6 +30,8 @@ from typing import Any
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import Verdict
+from airflow_retrywindow.plugins.estimate_source import EstimateSource
+from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import moment
 from airflow_retrywindow.timing.status import status_update
@@ -65,6 +70,8 @@ class Notice:
     :param status: the four-part status update (confirmed, unknown, next, next evidence).
     :param lateness: for ``deadline-infeasible``: how late the next attempt would end.
     :param try_number: the Airflow try the decision was taken for.
+    :param estimate: where each estimate value came from, in one line; only when
+        one of them is a gate override (mails stay short otherwise).
     """
 
     task_id: str
@@ -75,6 +82,7 @@ class Notice:
     status: str | None = None
     lateness: Lateness | None = None
     try_number: int | None = None
+    estimate: str | None = None
 
 
 # -- the policy's evidence -----------------------------------------------------------
@@ -193,26 +201,47 @@ def from_gate_record(record: Mapping[str, Any]) -> tuple[Notice, ...]:
     guard = record.get("guard")
     guarded = [item for item in guard or () if isinstance(item, Mapping)]
     deadline = record.get("deadline")
+    gate = str(record.get("gate", "the gate"))
     notices = []
     for row in rows:
         if not isinstance(row, Mapping):
             raise ValueError(f"a decision in the record is not an object: {row!r}")
         task_id = _text(row, "taskId")
         decision = _text(row, "decision")
-        held, run = _guarded_by(guarded, task_id)
+        held, run, overridden = _guarded_by(guarded, task_id)
         notices.append(
             Notice(
                 task_id=_labelled(task_id, row.get("mapIndex")),
                 decision=decision,
                 reason=_text(row, "reason"),
-                outcome=_gate_outcome(held, run),
-                refused=bool(held) or (not run and decision not in _GATE_ALLOWS),
+                outcome=_gate_outcome(held, run, overridden),
+                refused=bool(held) or (not run and not overridden and decision not in _GATE_ALLOWS),
                 status=str(row["status"]) if isinstance(row.get("status"), str) else None,
                 lateness=_row_lateness(row, deadline),
                 try_number=row.get("tryNumber") if isinstance(row.get("tryNumber"), int) else None,
+                estimate=_overridden_estimate(row, task_id, gate),
             )
         )
     return tuple(notices)
+
+
+def override_of(record: Mapping[str, Any]) -> OverrideEntry | None:
+    """The gate record's approved override, or why there is none; ``None`` without an approval.
+
+    :param record: the record the gate pushed as its ``return_value`` XCom.
+    :raises ValueError: when the entry cannot be read: an override is never told on a guess.
+    """
+    if "override" not in record:
+        return None
+    return OverrideEntry.of(record["override"])
+
+
+def _overridden_estimate(row: Mapping[str, Any], task_id: str, gate: str) -> str | None:
+    """The estimate's sources in one line, when one of them is a gate override."""
+    if "estimateSource" not in row:
+        return None
+    found = EstimateSource.of(row["estimateSource"], task_id=task_id, decided_by=gate)
+    return found.line() if found.overridden else None
 
 
 def _labelled(task_id: str, map_index: object) -> str:
@@ -222,22 +251,40 @@ def _labelled(task_id: str, map_index: object) -> str:
     return task_id
 
 
-def _guarded_by(guard: Sequence[Mapping[str, Any]], task_id: str) -> tuple[list[str], list[str]]:
-    """The guarded tasks depending on ``task_id``: those held back, those that may run."""
+def _guarded_by(
+    guard: Sequence[Mapping[str, Any]], task_id: str
+) -> tuple[list[str], list[str], list[str]]:
+    """The guarded tasks depending on ``task_id``: held back, may run, run on an override.
+
+    One let through by an approval is named with the record's words for it
+    (``refused by the model, overridden by <user>``).
+    """
     held: list[str] = []
     run: list[str] = []
+    overridden: list[str] = []
     for item in guard:
         targets = item.get("targets")
-        if isinstance(targets, list) and task_id in targets:
-            (run if item.get("action") == "run" else held).append(str(item.get("taskId")))
-    return held, run
+        if not isinstance(targets, list) or task_id not in targets:
+            continue
+        name = str(item.get("taskId"))
+        if item.get("action") != "run":
+            held.append(name)
+        elif item.get("override") or item.get("overridden"):
+            wording = item.get("override") or "refused by the model, overridden by an approval"
+            overridden.append(f"{name} ({wording})")
+        else:
+            run.append(name)
+    return held, run, overridden
 
 
-def _gate_outcome(held: Sequence[str], run: Sequence[str]) -> str:
+def _gate_outcome(held: Sequence[str], run: Sequence[str], overridden: Sequence[str]) -> str:
     if held:
         return f"held back by the gate: {', '.join(held)}"
-    if run:
-        return f"may run: {', '.join(run)}"
+    parts = [f"may run: {', '.join(run)}"] if run else []
+    if overridden:
+        parts.append(f"may run on an approved override: {', '.join(overridden)}")
+    if parts:
+        return "; ".join(parts)
     return "recorded only: the gate guards no task that depends on it"
 
 

@@ -127,6 +127,7 @@ class RetryWindowNotifier(BaseNotifier):
                     work_unit=self.work_unit or found.work_unit or _data_interval(context),
                     impact=Impact(affected=self.affected, alternative=self.alternative),
                     evidence=found.evidence,
+                    override=found.override,
                 )
             return _missing(task, found, failure, self.work_unit or _data_interval(context))
         except Exception as error:

@@ -6,7 +6,10 @@ Two kinds of stored value become rows here:
   decision history kept in the task state store, or the latest decision kept in
   XCom when the store holds nothing;
 * a gate's or a sensor's decision record (:mod:`~airflow_retrywindow.gate.record`),
-  their ``return_value`` XCom.
+  their ``return_value`` XCom, with where each estimate came from
+  (:mod:`~airflow_retrywindow.plugins.estimate_source`) and a gate's approved
+  override (:mod:`~airflow_retrywindow.plugins.override_entry`): the model's
+  decision stays as it was taken, and the override is shown beside it.
 
 Every decision that came from the model is replayed from its stored fixture: the
 timeline is drawn from the replay, and a stored result that the fixture does not
@@ -28,8 +31,11 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
+from airflow_retrywindow.gate.instances import label
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import TaskDecision, Verdict
+from airflow_retrywindow.plugins.estimate_source import EstimateSource
+from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.plugins.timeline import Timeline, timeline
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.clock import Clock
@@ -102,6 +108,10 @@ class DecisionRow:
     :param timeline: the picture, when the decision came from the model.
     :param replay: how to replay it, when it came from the model.
     :param problem: what could not be read, naming the field and the value.
+    :param estimate: where each estimate value came from, in one line, when a
+        gate or sensor stored it.
+    :param override: for a refusal an approval overrode, who, when and why
+        (:func:`override_sentence`); the decision above stays the model's.
     """
 
     task_id: str
@@ -124,6 +134,8 @@ class DecisionRow:
     timeline: Timeline | None = None
     replay: Replay | None = None
     problem: str | None = None
+    estimate: str | None = None
+    override: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +155,7 @@ class GateRecord:
     :param guard: per guarded task, what may run and what is held back.
     :param rows: one per target.
     :param problem: what could not be read, naming the field and the value.
+    :param override: the gate's ``override`` entry, when it has an approval task.
     """
 
     task_id: str
@@ -158,6 +171,7 @@ class GateRecord:
     guard: tuple[str, ...]
     rows: tuple[DecisionRow, ...] = field(default=())
     problem: str | None = None
+    override: OverrideEntry | None = None
 
 
 def shown(value: object) -> str:
@@ -280,17 +294,21 @@ def gate_record(task_id: str, map_index: int, record: Mapping[str, Any]) -> Gate
     if not isinstance(decisions, list):
         problems.append(f"decisions must be a list, got {_described(decisions)}")
         decisions = []
+    override = _override(record, problems)
     rows = tuple(
-        _target_row(
-            task_id,
-            map_index,
-            row,
-            fixtures if isinstance(fixtures, list) else [],
-            as_of=as_of,
-            deadline=deadline,
-            deadline_rule=_optional_text(record.get("deadlineRule")),
-            work_unit=work_unit,
-            told=_guard_action(record, row),
+        _with_override(
+            _target_row(
+                task_id,
+                map_index,
+                row,
+                fixtures if isinstance(fixtures, list) else [],
+                as_of=as_of,
+                deadline=deadline,
+                deadline_rule=_optional_text(record.get("deadlineRule")),
+                work_unit=work_unit,
+                told=_guard_action(record, row),
+            ),
+            override,
         )
         for row in decisions
     )
@@ -309,6 +327,21 @@ def gate_record(task_id: str, map_index: int, record: Mapping[str, Any]) -> Gate
         guard=tuple(_guard_lines(record.get("guard"))),
         rows=rows,
         problem="; ".join(problems) or None,
+        override=override,
+    )
+
+
+def override_sentence(entry: OverrideEntry) -> str:
+    """The override as the view states it, beside the model's unchanged decision.
+
+    ``Refused by the model, overridden by <user> at <time>: <reason> (targets ...)``,
+    or ``No override through <approval task>: <why>.``
+    """
+    if not entry.applied:
+        return f"No override through {entry.approval}: {entry.note or 'no reason was stored'}."
+    return (
+        f"Refused by the model, overridden by {entry.approver} at "
+        f"{formatted(entry.approved_at)}: {entry.reason} (targets {', '.join(entry.targets)})"
     )
 
 
@@ -361,6 +394,7 @@ def _target_row(
         return DecisionRow("?", gate, problem=f"a decision is {_described(row)}")
     capacity = row.get("capacity")
     mapped = _optional_int(row, "mapIndex")
+    estimate, estimate_problem = _estimate(gate, row)
     base = DecisionRow(
         task_id=shown(row.get("taskId", "?")),
         decided_by=gate,
@@ -378,6 +412,8 @@ def _target_row(
         work_unit=work_unit,
         status=_optional_text(row.get("status")),
         capacity=_optional_text(capacity.get("reason")) if isinstance(capacity, Mapping) else None,
+        estimate=estimate,
+        problem=estimate_problem,
     )
     index = row.get("fixture")
     if index is None:  # not attempted: the model was not asked
@@ -391,13 +427,50 @@ def _target_row(
         replay = decided.replay(gate, map_index, f"record-{index}", f"fixture-{index}")
         drawn = decided.timeline()
     except UNREADABLE as error:
-        return replace(base, problem=shown(error))
+        return replace(base, problem=_joined(estimate_problem, shown(error)))
     mismatch = decided.mismatch()
     if mismatch is None and decided.stored_decision != base.decision:
         mismatch = (
             f"the record says {base.decision} but its fixture decides {decided.stored_decision}"
         )
-    return replace(base, timeline=drawn, replay=replay, problem=mismatch)
+    return replace(base, timeline=drawn, replay=replay, problem=_joined(estimate_problem, mismatch))
+
+
+def _estimate(gate: str, row: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """A decision's estimate sources in one line, or what could not be read of them."""
+    if "estimateSource" not in row:  # recorded before the record kept its sources
+        return None, None
+    try:
+        found = EstimateSource.of(
+            row["estimateSource"], task_id=shown(row.get("taskId", "?")), decided_by=gate
+        )
+    except RecordError as error:
+        return None, shown(error)
+    return found.line(), None
+
+
+def _override(record: Mapping[str, Any], problems: list[str]) -> OverrideEntry | None:
+    """The record's override entry; one that cannot be read is a problem, never an override."""
+    if "override" not in record:
+        return None
+    try:
+        return OverrideEntry.of(record["override"])
+    except RecordError as error:
+        problems.append(shown(error))
+        return None
+
+
+def _with_override(row: DecisionRow, override: OverrideEntry | None) -> DecisionRow:
+    """The row, with the override beside its decision when an approval overrode it."""
+    if override is None or not override.applied:
+        return row
+    if label(row.task_id, row.map_index) not in override.refused_names():
+        return row
+    return replace(row, override=override_sentence(override))
+
+
+def _joined(*problems: str | None) -> str | None:
+    return "; ".join(problem for problem in problems if problem) or None
 
 
 @dataclass(frozen=True)
@@ -509,7 +582,7 @@ def _guard_action(record: Mapping[str, Any], row: object) -> str | None:
         return None
     guard = record.get("guard")
     actions = [
-        f"{item.get('taskId')} {'may run' if item.get('action') == 'run' else 'held back'}"
+        f"{item.get('taskId')} {_guard_verb(item)}"
         for item in (guard if isinstance(guard, list) else [])
         if isinstance(item, Mapping) and row.get("taskId") in (item.get("targets") or [])
     ]
@@ -523,9 +596,26 @@ def _guard_lines(guard: object) -> list[str]:
             continue
         blockers = item.get("blockers") or []
         because = f": {'; '.join(map(str, blockers))}" if blockers else ""
-        verb = "may run" if item.get("action") == "run" else "held back"
-        lines.append(shown(f"{item.get('taskId')} {verb}{because}"))
+        overridden = item.get("overridden") or []
+        if _overridden(item) and overridden:
+            because = f"; the model refused: {'; '.join(map(str, overridden))}"
+        lines.append(shown(f"{item.get('taskId')} {_guard_verb(item)}{because}"))
     return lines
+
+
+def _overridden(item: Mapping[str, Any]) -> bool:
+    """Whether a guarded task runs only because an approval overrode the model."""
+    return item.get("action") == "run" and bool(item.get("override") or item.get("overridden"))
+
+
+def _guard_verb(item: Mapping[str, Any]) -> str:
+    """``may run``, ``held back``, or for an overridden refusal: runs because of the override."""
+    if item.get("action") != "run":
+        return "held back"
+    if not _overridden(item):
+        return "may run"
+    wording = item.get("override") or "refused by the model, overridden by an approval"
+    return f"may run only because of the approved override ({wording})"
 
 
 def _work_unit(value: object) -> str | None:

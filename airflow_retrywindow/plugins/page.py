@@ -17,7 +17,14 @@ from importlib.resources import files
 import pendulum
 
 from airflow_retrywindow.plugins.addresses import ViewLinks
-from airflow_retrywindow.plugins.decision_rows import DecisionRow, GateRecord, Replay, formatted
+from airflow_retrywindow.plugins.decision_rows import (
+    DecisionRow,
+    GateRecord,
+    Replay,
+    formatted,
+    override_sentence,
+)
+from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.plugins.timeline import LABEL_PAD, WIDTH, Instant, Stretch, Timeline
 
 #: decisions that let the task run, and those that only hold it for now
@@ -27,6 +34,8 @@ UNDECIDED = frozenset({"gate-error", "unreadable"})
 #: the height of one label row of the timeline
 ROW = 14.0
 BAR = 20.0
+#: beside the model's badge of a refusal an approval overrode
+_OVERRIDDEN_BADGE = ' <span class="badge override">overridden</span>'
 _NOT_DECIDING = (
     "Times are UTC. The gate decides and explains; it never submits, cancels or observes a job, "
     "proves idempotency or approves a retry."
@@ -166,6 +175,8 @@ def _record_section(links: ViewLinks, record: GateRecord) -> list[str]:
         ("Budget", record.budget),
     ]
     out.append(_facts((name, value) for name, value in facts if value))
+    if record.override is not None:
+        out.append(_override_block(record.override))
     if record.guard:
         out.append(
             '<ul class="guard">'
@@ -183,7 +194,7 @@ def _record_section(links: ViewLinks, record: GateRecord) -> list[str]:
         [
             _e(_named(row)),
             _e(_or_dash(row.try_number)),
-            _badge(row.decision),
+            _badge(row.decision) + (_OVERRIDDEN_BADGE if row.override else ""),
             _e(row.reason),
             _e(_attempts(row)),
             _e(row.capacity or "-"),
@@ -211,14 +222,18 @@ def _article(links: ViewLinks, row: DecisionRow, *, title: str) -> str:
         ("Check", row.check),
         ("Unit of work", row.work_unit),
         ("Pool capacity", row.capacity),
+        ("Estimate", row.estimate),
         ("Status update", row.status),
     ]
     parts = [
         f'<article class="decision {tone}" data-task="{_e(row.task_id)}" '
-        f'data-decision="{_e(row.decision)}">',
-        f"<h3>{_badge(row.decision)} {_e(title)}</h3>",
+        f'data-decision="{_e(row.decision)}"{" data-overridden" if row.override else ""}>',
+        f"<h3>{_badge(row.decision)}{_OVERRIDDEN_BADGE if row.override else ''} {_e(title)}</h3>",
         f'<p class="reason">{_e(row.reason or "No reason was stored.")}</p>',
     ]
+    if row.override:
+        # beside the model's decision, which stays as it was taken
+        parts.append(f'<p class="override applied">{_e(row.override)}</p>')
     if row.problem:
         parts.append(f'<p class="problem">{_e(row.problem)}</p>')
     if row.timeline is not None:
@@ -228,6 +243,25 @@ def _article(links: ViewLinks, row: DecisionRow, *, title: str) -> str:
         parts.append(_replay(links, row.replay))
     parts.append("</article>")
     return "\n".join(parts)
+
+
+def _override_block(entry: OverrideEntry) -> str:
+    """The gate's approved override, clearly apart from the model's decisions; or why none."""
+    if not entry.applied:
+        return f'<p class="override none">{_e(override_sentence(entry))}</p>'
+    refused = ", ".join(f"{name} {decision}" for name, decision in entry.overridden)
+    notes = [
+        f"Approved through {entry.approval}. The model's decisions below are unchanged"
+        + (f": {refused}." if refused else "."),
+    ]
+    if entry.note:
+        notes.append(f"Not released: {entry.note}.")
+    return (
+        '<div class="override applied" role="note"><h3>Approved override</h3>'
+        f"<p><strong>{_e(override_sentence(entry))}</strong></p>"
+        + "".join(f"<p>{_e(line)}</p>" for line in notes)
+        + "</div>"
+    )
 
 
 def _replay(links: ViewLinks, replay: Replay) -> str:

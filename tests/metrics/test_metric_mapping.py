@@ -19,6 +19,7 @@ from airflow_retrywindow import metrics
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.decisions import Decision
 from tests.model.fixture_strategies import seed_case
+from tests.notifications.stored import approval, overridden_record
 
 TAGS = {"dag_id": "sales", "task_id": "load", "decided_by": "retry-policy"}
 
@@ -170,6 +171,45 @@ def test_a_gate_without_a_budget_has_no_budget_metric() -> None:
     found = metrics.gate_metrics(_record(None), decided_by="sensor")
     assert not [m for m in found if m.name.startswith("retry_window.budget.")]
     assert {m.tags["decided_by"] for m in found} == {"sensor"}
+
+
+def test_an_approved_override_is_counted_by_the_targets_it_released() -> None:
+    """A record the gate's own stages built: ``load`` refused, released by an approval."""
+    found = metrics.gate_metrics(overridden_record(), decided_by="gate")
+    (approved,) = [m for m in found if m.name == "retry_window.override.approved"]
+    assert (approved.kind, approved.value) == ("counter", 1)
+    # the count is the value, not a tag: the series stay one per gate
+    assert approved.tags == {"dag_id": "positions", "task_id": "retry_gate", "decided_by": "gate"}
+    # the model's refusal is still counted as the model took it
+    load = [m.name for m in found if m.tags.get("task_id") == "load"]
+    assert load[:2] == ["retry_window.decision.attempts_exhausted", "retry_window.refused"]
+
+
+def test_two_released_targets_add_two() -> None:
+    record = {**_record(None), "override": {"applied": True, "targets": ["load", "export"]}}
+    found = metrics.gate_metrics(record, decided_by="gate")
+    assert [(m.name, m.value) for m in found if m.name.startswith("retry_window.override.")] == [
+        ("retry_window.override.approved", 2)
+    ]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        None,
+        overridden_record(approval(("Reject",)))["override"],  # no override: nothing to count
+        {"applied": "true", "targets": ["load"]},
+        {"applied": True, "targets": "load"},
+        {"applied": True, "targets": []},
+        "approved",
+    ],
+    ids=["no approval task", "rejected", "applied text", "targets text", "no target", "text"],
+)
+def test_only_a_stored_applied_override_is_counted(entry: object) -> None:
+    record = {**_record(None), "override": entry}
+    found = metrics.gate_metrics(record, decided_by="gate")
+    assert not [m for m in found if m.name.startswith("retry_window.override.")]
+    assert len(found) == len(metrics.gate_metrics(_record(None), decided_by="gate"))
 
 
 def test_gate_errors_and_retry_start_refusals_name_the_task() -> None:

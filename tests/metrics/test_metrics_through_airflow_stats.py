@@ -22,6 +22,7 @@ from airflow_retrywindow.gate.capacity import CAPACITY_INFEASIBLE, FITS_NOW, WAI
 from airflow_retrywindow.gate.observe import NOT_ATTEMPTED
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
+from tests.notifications.stored import overridden_record
 
 PREFIX = "rwunit"
 #: every word that can stand in a name's ``{}``
@@ -50,7 +51,7 @@ def test_every_name_passes_airflows_statsd_and_opentelemetry_checks() -> None:
     )
 
     names = every_name()
-    assert len(names) == 4 + len(Decision) + 2 + 4 + 4 + 3
+    assert len(names) == 5 + len(Decision) + 2 + 4 + 4 + 3
     for name in names:
         # the StatsD client's check, with Airflow's default prefix in front
         assert stat_name_default_handler(f"airflow.{name}") == f"airflow.{name}"
@@ -173,3 +174,13 @@ def test_a_policy_decision_arrives_with_its_tags(statsd: Listener) -> None:
         f"{PREFIX}.retry_window.slack_seconds,{late}:-300|g",
         f"{PREFIX}.retry_window.retry_start.refused,{tags}retry-start:1|c",
     ]
+
+
+def test_an_approved_override_arrives_from_the_gates_record(statsd: Listener) -> None:
+    metrics.gate_decided(overridden_record(), by=metrics.GATE)
+    received = statsd.lines()
+    gate = "dag_id=positions,task_id=retry_gate,decided_by=gate"
+    assert f"{PREFIX}.retry_window.override.approved,{gate}:1|c" in received
+    # beside the model's refusal of load, still counted as the model took it
+    load = "dag_id=positions,task_id=load,decided_by=gate,gate_id=retry_gate"
+    assert f"{PREFIX}.retry_window.decision.attempts_exhausted,{load}:1|c" in received

@@ -2,24 +2,28 @@
 
 Policy evidence is built by the model, the reason builder and ``evidence.record``
 exactly as :class:`~airflow_retrywindow.RetryWindowPolicy` builds it; a gate's
-record goes through the gate's own observe, decide and record stages.
+record goes through the gate's own observe, decide and record stages, and an
+approval through the gate's own ``judge`` (``gate/override.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 import pendulum
 
+from airflow_retrywindow.gate import estimates
 from airflow_retrywindow.gate.capacity import PoolState
-from airflow_retrywindow.gate.decide import decide
+from airflow_retrywindow.gate.decide import DecisionTable, decide
 from airflow_retrywindow.gate.instances import Instance
 from airflow_retrywindow.gate.observe import observe_run
+from airflow_retrywindow.gate.override import Override, judge
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.snapshot import RunSnapshot
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
+from airflow_retrywindow.hooks.airflow_api import ApprovalRow, TaskInstanceRow
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.timing.clock import Clock
@@ -85,9 +89,21 @@ def policy_entry(decision: str, *, subject: str = "ConnectionError: no answer") 
     )
 
 
-def gate_record(*, deadline_in: timedelta) -> dict[str, Any]:
-    """A gate's record over ``load`` (5 min per attempt) and ``report`` (1 min), both failed."""
-    now = pendulum.datetime(2026, 12, 1, 5, 40, tz="UTC")
+NOW = pendulum.datetime(2026, 12, 1, 5, 40, tz="UTC")
+#: the reason the DAG author gave with ``Work.override(safe_repeat=...)`` for ``load``
+ESTIMATE_OVERRIDE = "INC-4211: the vendor confirmed the load replaces, not appends"
+#: the approver's stated reason
+APPROVAL_REASON = "vendor re-sent the feed (OPS-4411)"
+#: where each value of the targets' estimates came from, as ``gate/estimates.py`` names it
+ESTIMATE_SOURCES = {
+    "load": {"duration": estimates.POLICY, "validation": estimates.POLICY,
+             "safeRepeat": estimates.OVERRIDE + ESTIMATE_OVERRIDE, "deadline": estimates.POLICY},
+    "report": dict.fromkeys(("duration", "validation", "safeRepeat", "deadline"), estimates.AGREED),
+}  # fmt: skip
+
+
+def _table(deadline_in: timedelta, retries: Mapping[str, int]) -> DecisionTable:
+    """``load`` (5 min per attempt) and ``report`` (30 s), both failed 2 minutes ago."""
     work = {
         "load": Work(
             duration=timedelta(minutes=4), validation=timedelta(minutes=1), safe_repeat=True
@@ -95,27 +111,85 @@ def gate_record(*, deadline_in: timedelta) -> dict[str, Any]:
         "report": Work(duration=timedelta(seconds=30), validation=timedelta(0), safe_repeat=True),
     }
     targets = [
-        Target(task_id, work[task_id], RetrySettings(task_id, 2, 60, 1, 60), False, "db", 1)
+        Target(task_id, work[task_id], RetrySettings(task_id, retries[task_id], 60, 1, 60),
+               False, "db", 1)
         for task_id in work
-    ]
-    start, end = now.subtract(minutes=3), now.subtract(minutes=2)
+    ]  # fmt: skip
+    start, end = NOW.subtract(minutes=3), NOW.subtract(minutes=2)
     rows = {
-        Instance(task_id): TaskInstanceRow(task_id, -1, "failed", 1, 2, start, end, "db", 1, now)
+        Instance(task_id): TaskInstanceRow(
+            task_id, -1, "failed", 1, retries[task_id], start, end, "db", 1, NOW
+        )
         for task_id in work
     }
     snapshot = RunSnapshot(rows, pools={"db": PoolState("db", 2, 0, 0, 2, False)})
-    table = decide(
-        observe_run(targets, snapshot, {}), as_of=now, deadline=now + deadline_in,
+    return decide(
+        observe_run(targets, snapshot, {}), as_of=NOW, deadline=NOW + deadline_in,
         max_observation_age=60, origin=None, pools=snapshot.pools,
     )  # fmt: skip
-    guard = [
-        {"taskId": f"rerun_{task_id}", "targets": [task_id],
-         "action": "run" if not table.blockers(task_id) else "skip",
-         "blockers": table.blockers(task_id)}
-        for task_id in work
-    ]  # fmt: skip
+
+
+def _guard(table: DecisionTable, override: Override | None) -> list[dict[str, Any]]:
+    """The guard entries, as ``RetryWindowGateOperator.execute`` writes them."""
+    guard = []
+    for task_id in ("load", "report"):
+        blockers = table.blockers(task_id)
+        entry: dict[str, Any] = {
+            "taskId": f"rerun_{task_id}", "targets": [task_id],
+            "action": "skip" if blockers else "run", "blockers": blockers,
+        }  # fmt: skip
+        if blockers and override is not None and override.covers(table, [task_id]):
+            entry.update(action="run", blockers=[], overridden=blockers)
+            entry["override"] = override.wording
+        guard.append(entry)
+    return guard
+
+
+def _record(
+    table: DecisionTable,
+    override: Override | None = None,
+    estimate_sources: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, Any]:
     return build(
         table, requests=3, api="http://api:8080", gate="retry_gate", dag_id="positions",
         run_id="manual__2026-12-01", try_number=1, deadline_rule="rule",
-        work_unit={"business_date": "2026-12-01"}, guard=guard,
+        work_unit={"business_date": "2026-12-01"}, guard=_guard(table, override),
+        estimate_sources=estimate_sources, override=override,
     )  # fmt: skip
+
+
+def gate_record(*, deadline_in: timedelta) -> dict[str, Any]:
+    """A gate's record over ``load`` (5 min per attempt) and ``report`` (1 min), both failed."""
+    return _record(_table(deadline_in, {"load": 2, "report": 2}))
+
+
+def approval(
+    chosen: tuple[str, ...] = ("Approve",),
+    *,
+    user: str = "ops_lead",
+    name: str | None = None,
+    reason: str = APPROVAL_REASON,
+) -> ApprovalRow:
+    """The approval task's answer one minute after the refused tries ended."""
+    return ApprovalRow(
+        task_id="approve_repeat", map_index=-1, state="success", try_number=1,
+        options=("Approve", "Reject"), chosen=chosen, user_id=user, user_name=name or user,
+        responded_at=NOW.subtract(minutes=1), params_input={"reason": reason},
+        asked_at=NOW.subtract(minutes=3), observed_at=NOW,
+    )  # fmt: skip
+
+
+def overridden_record(answer: ApprovalRow | None = None) -> dict[str, Any]:
+    """A gate's record with estimate sources and an approval task ``approve_repeat``.
+
+    ``load`` was allowed one try, so the model refuses it ``attempts-exhausted``;
+    ``report`` may retry. With ``answer`` an approval (the default), the gate's
+    ``judge`` releases ``load`` and ``rerun_load`` runs on the override; with a
+    rejection, nothing is released and ``rerun_load`` is held back.
+    """
+    table = _table(timedelta(hours=1), {"load": 0, "report": 2})
+    override = judge(
+        table, answer or approval(), approval="approve_repeat", allowed=["load"],
+        previous_decision=None,
+    )  # fmt: skip
+    return _record(table, override, ESTIMATE_SOURCES)

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from airflow_retrywindow.exceptions import RecordError
+from airflow_retrywindow.gate.override import unasked
 from airflow_retrywindow.notifications.message import (
     NO_DECISION,
     Impact,
@@ -20,9 +22,17 @@ from airflow_retrywindow.notifications.message import (
     compose,
     compose_missing,
 )
-from airflow_retrywindow.notifications.notice import from_evidence, from_gate_record
+from airflow_retrywindow.notifications.notice import from_evidence, from_gate_record, override_of
 from airflow_retrywindow.policies import evidence
-from tests.notifications.stored import ALLOWING, CASES, TASK_ID, gate_record, policy_entry
+from tests.notifications.stored import (
+    ALLOWING,
+    CASES,
+    TASK_ID,
+    approval,
+    gate_record,
+    overridden_record,
+    policy_entry,
+)
 
 TRY = TaskTry("positions_delivery", "manual__2026-12-01", TASK_ID, try_number=1)
 UNIT = {"business_date": "2026-12-01", "remote_job_id": "positions_20261201_v3_a1"}
@@ -186,3 +196,103 @@ def test_a_mapped_target_is_named_with_its_map_index() -> None:
     load, report = from_gate_record(record)
     assert (load.task_id, load.outcome) == ("load[3]", "held back by the gate: rerun_load")
     assert report.task_id == "report"
+
+
+# -- an approved override and the estimate's sources -----------------------------------
+
+GATE = TaskTry("positions", "manual__2026-12-01", "retry_gate", try_number=1)
+
+
+def _gate_message(record: dict[str, Any]) -> Message:
+    return compose(
+        GATE, from_gate_record(record), work_unit=record["workUnit"], override=override_of(record)
+    )
+
+
+def _section(text: str, task_id: str) -> list[str]:
+    """The lines of one target's section, up to the blank line after it."""
+    lines = text.splitlines()
+    start = lines.index(f"Task {task_id}:")
+    return lines[start : lines.index("", start)]
+
+
+def test_an_approved_override_is_stated_with_who_when_why_and_which_targets() -> None:
+    message = _gate_message(overridden_record())
+    assert message.subject == (
+        "[retry window] positions.retry_gate: load attempts-exhausted (may run on an approved "
+        "override); report retry-eligible (may run)"
+    )
+    lines = message.text.splitlines()
+    start = lines.index(
+        "Approved override: refused by the model, overridden by ops_lead at 2026-12-01 05:39:00Z "
+        "through approve_repeat."
+    )
+    assert lines[start + 1 : start + 4] == [
+        "  Reason: vendor re-sent the feed (OPS-4411)",
+        "  Targets: load; the model's decisions stand in the record: load attempts-exhausted",
+        "",
+    ]
+    load = _section(message.text, "load")
+    # the model's decision as taken; the run is the approver's, and never called eligible
+    assert "Decision: attempts-exhausted" in load
+    assert (
+        "What happens now: may run on an approved override: rerun_load (refused by the model, "
+        "overridden by ops_lead)"
+    ) in load
+    assert not any("eligible" in line for line in load)
+
+
+def test_the_estimate_sources_are_named_only_when_one_is_an_override() -> None:
+    message = _gate_message(overridden_record())
+    assert (
+        "Estimate: duration, validation, deadline from load's policy; safe repeat: gate override "
+        "— INC-4211: the vendor confirmed the load replaces, not appends"
+    ) in _section(message.text, "load")
+    # report's values all came from its policy and the gate alike: nothing to say
+    assert not any(line.startswith("Estimate:") for line in _section(message.text, "report"))
+    assert message.text.count("Estimate:") == 1
+
+
+def test_work_held_back_without_an_override_says_why() -> None:
+    message = _gate_message(overridden_record(approval(("Reject",))))
+    assert "No override through approve_repeat: ops_lead rejected at 2026-12-01 05:39:00Z." in (
+        message.text.splitlines()
+    )
+    assert "Approved override" not in message.text and "overridden by" not in message.text
+    assert "What happens now: held back by the gate: rerun_load" in message.text
+
+
+def test_nothing_held_back_and_no_override_adds_no_line() -> None:
+    record = gate_record(deadline_in=timedelta(hours=1))
+    record["override"] = unasked(
+        "approve_repeat", "nothing is held back, so it does not ask"
+    ).as_dict()
+    message = _gate_message(record)
+    assert [n.refused for n in from_gate_record(record)] == [False, False]
+    assert "override" not in message.text.lower()
+
+
+def test_an_unreadable_override_is_not_told() -> None:
+    record = overridden_record()
+    record["override"]["approvedAt"] = "just now"
+    with pytest.raises(
+        RecordError,
+        match=r"override\.approvedAt must be an ISO 8601 time with an offset, got .just now.",
+    ):
+        override_of(record)
+    assert override_of(gate_record(deadline_in=timedelta(hours=1))) is None  # no approval task
+
+
+def test_no_secret_leaves_through_the_override_or_the_estimate() -> None:
+    from airflow.sdk.log import mask_secret
+
+    secret = "pw-" + secrets.token_hex(12)
+    mask_secret(secret)
+    record = overridden_record()
+    # stored unmasked (by an older version): the message masks it again
+    record["override"]["reason"] = f"token={secret} and https://ops:{secret}@wiki.example/x"
+    record["decisions"][0]["estimateSource"]["safeRepeat"] = f"gate override: {secret}"
+    message = _gate_message(record)
+    for part in (message.subject, message.text, message.html):
+        assert secret not in part
+    assert "  Reason: token=*** and https://***@wiki.example/x" in message.text

@@ -19,7 +19,7 @@ from airflow_retrywindow import RetryWindowNotifier
 from airflow_retrywindow.exceptions import InvalidNotifier
 from airflow_retrywindow.notifications.message import Message
 from airflow_retrywindow.policies.evidence import EVIDENCE_KEY, appended
-from tests.notifications.stored import TASK_ID, gate_record, policy_entry
+from tests.notifications.stored import TASK_ID, gate_record, overridden_record, policy_entry
 
 
 @dataclass
@@ -210,6 +210,30 @@ def test_a_gate_is_read_from_its_decision_record() -> None:
     assert message.decision == "deadline-infeasible"
     assert "held back by the gate: rerun_load" in message.text
     assert "Unit of work: business_date=2026-12-01." in message.text
+
+
+def test_a_gates_approved_override_reaches_the_message() -> None:
+    got, channel = _collect()
+    ti = TaskInstance(
+        task_id="retry_gate", state="success", xcoms={"return_value": overridden_record()}
+    )
+    gate = SimpleNamespace(task_id="retry_gate", gate_settings=lambda: None)
+    RetryWindowNotifier(channel)(_context(ti, task=gate))
+    (message,) = got
+    assert "Approved override: refused by the model, overridden by ops_lead at " in message.text
+    assert "  Reason: vendor re-sent the feed (OPS-4411)" in message.text
+
+
+def test_a_gate_record_with_an_unreadable_override_is_no_decision() -> None:
+    """An override is never told on a guess: the work is treated as refused."""
+    got, channel = _collect()
+    record = overridden_record()
+    record["override"]["approvedBy"] = "ops_lead"
+    ti = TaskInstance(task_id="retry_gate", state="success", xcoms={"return_value": record})
+    gate = SimpleNamespace(task_id="retry_gate", gate_settings=lambda: None)
+    RetryWindowNotifier(channel)(_context(ti, task=gate))
+    assert got[0].decision == "no-decision"
+    assert "could not be read (RecordError: override.approvedBy must be an object" in got[0].text
 
 
 def test_a_failed_gate_without_a_record_says_its_work_does_not_run() -> None:

@@ -1,7 +1,9 @@
 """Stored evidence and decision records become the view's rows; bad values say what is wrong.
 
 ``stored_decisions.json`` holds what a real run of the example DAG stored: the
-policy's task state store values and the gate's and sensor's records.
+policy's task state store values and the gate's and sensor's records. Records with
+estimate sources and an approved override are built by the gate's own stages
+(``tests/notifications/stored.py``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.plugins.decision_rows import (
     gate_record,
     is_decision_record,
+    override_sentence,
     policy_rows,
     stored_fixture,
 )
+from tests.notifications.stored import approval, overridden_record
 
 STORED = json.loads((Path(__file__).with_name("stored_decisions.json")).read_text())
 LATE, ON_TIME = STORED["late"], STORED["on-time"]
@@ -229,3 +233,152 @@ def test_a_mapped_target_keeps_its_map_index() -> None:
     record["decisions"][0]["mapIndex"] = 2
     (row,) = gate_record("load_retry_window", -1, record).rows
     assert (row.task_id, row.map_index) == ("load", 2)
+
+
+# -- estimate sources and an approved override -----------------------------------------
+
+LOAD_ESTIMATE = (
+    "duration, validation, deadline from load's policy; safe repeat: gate override — "
+    "INC-4211: the vendor confirmed the load replaces, not appends"
+)
+
+
+def test_each_decision_says_where_its_estimate_came_from() -> None:
+    rows = {row.task_id: row for row in gate_record("retry_gate", -1, overridden_record()).rows}
+    assert rows["load"].estimate == LOAD_ESTIMATE
+    assert rows["report"].estimate == (
+        "duration, validation, safe repeat, deadline from retry_gate and report's policy (the same)"
+    )
+    assert all(row.problem is None for row in rows.values())
+
+
+@pytest.mark.parametrize(
+    ("stored", "line"),
+    [
+        ({"duration": "gate", "validation": "gate", "safeRepeat": "gate",
+          "deadline": "other targets' policies"},
+         "duration, validation, safe repeat from retry_gate's own arguments; deadline from the "
+         "other targets' policies"),
+        # a source this version does not know is shown as stored, never guessed at
+        ({"deadline": "policy", "duration": "a later source"},
+         "duration: a later source; deadline from load's policy"),
+    ],
+)  # fmt: skip
+def test_every_source_is_named_in_words(stored: dict[str, str], line: str) -> None:
+    record = overridden_record()
+    record["decisions"][0]["estimateSource"] = stored
+    assert gate_record("retry_gate", -1, record).rows[0].estimate == line
+
+
+def test_a_record_without_estimate_sources_shows_none() -> None:
+    (row,) = gate_record("load_retry_window", -1, LATE["records"]["load_retry_window"]).rows
+    assert row.estimate is None and row.problem is None
+
+
+@pytest.mark.parametrize(
+    ("stored", "named"),
+    [
+        ("policy", ["estimateSource must be an object of field -> source", "'policy'"]),
+        ({}, ["estimateSource must be an object", "{}"]),
+        ({"duration": 7}, ["estimateSource.duration must be the source of the value", "7"]),
+    ],
+)
+def test_unreadable_estimate_sources_name_the_field_and_value(
+    stored: object, named: list[str]
+) -> None:
+    record = overridden_record()
+    record["decisions"][0]["estimateSource"] = stored
+    row = gate_record("retry_gate", -1, record).rows[0]
+    assert row.estimate is None
+    assert row.problem is not None and all(text in row.problem for text in named), row.problem
+    assert row.replay is not None and row.decision == "attempts-exhausted"  # the rest still shows
+
+
+def test_an_approved_override_stands_beside_the_models_unchanged_decision() -> None:
+    read = gate_record("retry_gate", -1, overridden_record())
+    assert read.problem is None
+    entry = read.override
+    assert entry is not None and entry.applied
+    assert (entry.approval, entry.approver, entry.reason, entry.targets) == (
+        "approve_repeat", "ops_lead", "vendor re-sent the feed (OPS-4411)", ("load",),
+    )  # fmt: skip
+    assert entry.overridden == (("load", "attempts-exhausted"),)
+    sentence = (
+        "Refused by the model, overridden by ops_lead at 2026-12-01 05:39:00 UTC: vendor re-sent "
+        "the feed (OPS-4411) (targets load)"
+    )
+    assert override_sentence(entry) == sentence
+    load, report = read.rows
+    # the model's decision, replayed from its fixture, is what the row shows
+    assert load.decision == "attempts-exhausted" and load.replay is not None
+    assert load.replay.replays and load.override == sentence
+    assert report.override is None
+    # the guard says the task runs because of the override, never that it is eligible
+    assert read.guard[0] == (
+        "rerun_load may run only because of the approved override (refused by the model, "
+        "overridden by ops_lead); the model refused: attempts-exhausted: attempt 1 of 1 failed "
+        "and no attempt is left in this window"
+    )
+    assert load.told == (
+        "rerun_load may run only because of the approved override (refused by the model, "
+        "overridden by ops_lead)"
+    )
+    assert "eligible" not in read.guard[0] + str(load.told) + sentence
+
+
+def test_no_override_says_why() -> None:
+    read = gate_record("retry_gate", -1, overridden_record(approval(("Reject",))))
+    assert read.override is not None and not read.override.applied
+    assert override_sentence(read.override) == (
+        "No override through approve_repeat: ops_lead rejected at 2026-12-01 05:39:00Z."
+    )
+    assert read.guard[0].startswith("rerun_load held back: attempts-exhausted")
+    assert all(row.override is None for row in read.rows)
+
+
+def test_the_approver_is_named_with_the_id_when_it_differs() -> None:
+    record = overridden_record(approval(user="u-17", name="Ana Ops"))
+    read = gate_record("retry_gate", -1, record)
+    assert read.override is not None and read.override.approver == "Ana Ops (id u-17)"
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda entry: entry.update(applied="yes"), "override.applied must be true or false"),
+        (lambda entry: entry.update(approvedBy=None), "override.approvedBy must be an object"),
+        (lambda entry: entry.update(approvedAt="2026-12-01T05:39:00"), "override.approvedAt"),
+        (lambda entry: entry.update(reason=" "), "override.reason must be a non-empty text"),
+        (lambda entry: entry.update(targets=[]), "override.targets must list the targets"),
+        (lambda entry: entry.update(overridden=[{"task": "load"}]), "override.overridden"),
+        (lambda entry: entry.update(approval=None), "override.approval"),
+    ],
+    ids=["applied", "approver", "naive time", "reason", "targets", "overridden", "approval"],
+)
+def test_an_unreadable_override_is_a_problem_never_an_override(change: Any, named: str) -> None:
+    record = overridden_record()
+    change(record["override"])
+    read = gate_record("retry_gate", -1, record)
+    assert read.override is None
+    assert read.problem is not None and named in read.problem, read.problem
+    assert all(row.override is None for row in read.rows)
+
+
+def test_an_override_that_is_not_an_object_is_reported() -> None:
+    record = overridden_record()
+    record["override"] = "approved"
+    read = gate_record("retry_gate", -1, record)
+    assert read.override is None and read.problem == "override must be an object, got 'approved'"
+
+
+def test_credentials_in_override_and_estimate_texts_are_not_shown() -> None:
+    record = overridden_record()
+    record["override"]["reason"] = "see https://ops:hunter2@wiki.example/x"
+    record["decisions"][0]["estimateSource"]["safeRepeat"] = (
+        "gate override: replaces, see https://ops:hunter2@wiki.example/y"
+    )
+    read = gate_record("retry_gate", -1, record)
+    assert read.override is not None and read.override.reason == "see https://***@wiki.example/x"
+    load = read.rows[0]
+    assert load.estimate is not None and "https://***@wiki.example/y" in load.estimate
+    assert "hunter2" not in f"{read} {load}"

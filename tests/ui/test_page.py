@@ -10,6 +10,7 @@ from pathlib import Path
 from airflow_retrywindow.plugins.addresses import ViewLinks
 from airflow_retrywindow.plugins.decision_rows import gate_record, policy_rows
 from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
+from tests.notifications.stored import approval, overridden_record
 
 STORED = json.loads((Path(__file__).with_name("stored_decisions.json")).read_text())
 LATE = STORED["late"]
@@ -103,3 +104,71 @@ def test_a_mapped_target_is_named_with_its_map_index() -> None:
     assert "load [2] · decided by load_retry_window" in page
     assert "map index 4" in page
     assert "/tasks/load_retry_window/fixtures/record-0.json?map_index=4" in page
+
+
+def gate_page(record: dict[str, object]) -> str:
+    read = gate_record("retry_gate", -1, record)
+    return task_page(LINKS, task_id="retry_gate", map_index=-1, policy=[], records=[read])
+
+
+def _block(page: str, start: str, end: str) -> str:
+    """The part of ``page`` from ``start`` to the first ``end`` after it."""
+    at = page.index(start)
+    return page[at : page.index(end, at) + len(end)]
+
+
+def test_an_approved_override_is_marked_apart_from_the_models_decision() -> None:
+    page = gate_page(overridden_record())
+    block = _block(page, '<div class="override applied"', "</div>")
+    assert "<h3>Approved override</h3>" in block
+    assert (
+        "Refused by the model, overridden by ops_lead at 2026-12-01 05:39:00 UTC: vendor re-sent "
+        "the feed (OPS-4411) (targets load)"
+    ) in block
+    assert "The model&#x27;s decisions below are unchanged: load attempts-exhausted." in block
+    # the model's badge stays, the override is marked beside it, in the table and the article
+    assert (
+        '<span class="badge refuse">attempts-exhausted</span> '
+        '<span class="badge override">overridden</span>'
+    ) in page
+    article = _block(page, '<article class="decision refuse" data-task="load"', "</article>")
+    assert 'data-decision="attempts-exhausted" data-overridden' in article
+    assert '<p class="override applied">Refused by the model, overridden by ops_lead' in article
+    guard = _block(page, '<ul class="guard">', "</ul>")
+    assert "<li>rerun_load may run only because of the approved override (refused by the " in guard
+    assert "eligible" not in block + guard
+    assert page.count('class="badge override"') == 2  # load only: report needed no override
+
+
+def test_each_decision_shows_the_sources_of_its_estimate() -> None:
+    page = gate_page(overridden_record())
+    assert (
+        "<dt>Estimate</dt><dd>duration, validation, deadline from load&#x27;s policy; safe "
+        "repeat: gate override — INC-4211: the vendor confirmed the load replaces, not "
+        "appends</dd>"
+    ) in page
+    assert (
+        "<dt>Estimate</dt><dd>duration, validation, safe repeat, deadline from retry_gate and "
+        "report&#x27;s policy (the same)</dd>"
+    ) in page
+
+
+def test_no_override_is_a_note_not_a_block() -> None:
+    page = gate_page(overridden_record(approval(("Reject",))))
+    assert (
+        '<p class="override none">No override through approve_repeat: ops_lead rejected at '
+        "2026-12-01 05:39:00Z.</p>"
+    ) in page
+    assert "Approved override" not in page and 'class="badge override"' not in page
+    assert "data-overridden" not in page
+
+
+def test_override_texts_are_escaped() -> None:
+    evil = '"><img src=x onerror=alert(1)>'
+    record = overridden_record(approval(name=f"<b>{evil}</b>", reason=f"because {evil}"))
+    record["decisions"][0]["estimateSource"]["safeRepeat"] = f"gate override: {evil}"
+    page = gate_page(record)
+    assert "<img" not in page and "<b>" not in page
+    assert "overridden by &lt;b&gt;&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "because &quot;&gt;&lt;img" in page
+    assert "safe repeat: gate override — &quot;&gt;&lt;img" in page
