@@ -3,9 +3,12 @@
 Run from the repository root as ``python -m devstack.demo``.
 
 Starts Airflow's services natively on a SQLite metadata DB under ``.demo/``,
-runs the example delivery twice (a day where the load's retry still fits the
-deadline, and a late day where it does not), prints what the gate decided and
-each task's outcome, then stops every service it started.
+runs the example delivery on four days (the failed load's repeat fits; the
+reconciliation finds the load had committed, so nothing is repeated; the
+repeat's dry run exceeds the approved budget; a late day where nothing fits),
+then clears ``append`` with upstream on the first day, as the runbook says, and
+shows its gate holding the repeat. It prints what the policy, the sensor and the
+gates decided and each task's outcome, then stops every service it started.
 """
 
 from __future__ import annotations
@@ -15,11 +18,10 @@ import shutil
 import subprocess
 import sys
 
-from devstack.example import DAG_ID, LATE, ON_TIME, Day, evidence, xcom
+from devstack.example import DAG_ID, DAYS, Day, clear_append, evidence, xcom
 from devstack.stack import ROOT, AirflowStack, log
 
 HOME = ROOT / ".demo" / "airflow"
-DAYS = (ON_TIME, LATE)
 
 
 def policy_decisions(stack: AirflowStack, run_id: str) -> list[str]:
@@ -49,6 +51,7 @@ def show(stack: AirflowStack, title: str, run_id: str, state: str) -> None:
         print(f"  {task_id:<22} {task_state or 'none':<10} {tries}")
     print("\nWhat RetryWindowPolicy decided at each failure:")
     print("\n".join(policy_decisions(stack, run_id)) or "  (no failure)")
+    show_load_repeat(stack, run_id)
     record = xcom(stack, run_id, "retry_gate")
     if isinstance(record, dict):
         print("\nretry_gate's decision table (airflow-retrywindow explain of its fixtures):")
@@ -59,15 +62,46 @@ def show(stack: AirflowStack, title: str, run_id: str, state: str) -> None:
         print(f"\nImpact communicated instead of a retry:\n  {impact}")
 
 
+def show_load_repeat(stack: AirflowStack, run_id: str) -> None:
+    """What the reconciliation found, and what the sensor decided about the load's repeat."""
+    found = xcom(stack, run_id, "reconcile_load") or {}
+    print("\nThe load's repeat:")
+    print(f"  reconcile_load found:  {found.get('load', {}).get('source', 'nothing')}")
+    print(f"  dry_run_load estimate: {xcom(stack, run_id, 'dry_run_load')} GB")
+    record = xcom(stack, run_id, "load_retry_window")
+    if isinstance(record, dict) and record.get("decisions"):
+        row = record["decisions"][0]
+        print(f"  load_retry_window:     {row['reason']}")
+        budget = record.get("budget") or {}
+        if budget:
+            print(f"  budget:                {budget['reason']}")
+    print(f"  retry_load:            {xcom(stack, run_id, 'retry_load') or 'did not run'}")
+    print(f"  validate_load:         {xcom(stack, run_id, 'validate_load') or 'did not run'}")
+
+
 def run_day(stack: AirflowStack, day: Day) -> str:
     """Trigger one day's run, wait for it, and print what happened; return its run id."""
     log(f"{day.kind} day: business date {day.business_date}, deadline {day.deadline} s")
-    run_id = stack.trigger(
-        DAG_ID, conf={"deadline_seconds": day.deadline}, logical_date=day.business_date
-    )
+    run_id = stack.trigger(DAG_ID, conf=day.conf, logical_date=day.business_date)
     state = stack.wait_for_run(DAG_ID, run_id, timeout=300)
     show(stack, f"{day.kind} day", run_id, state)
     return run_id
+
+
+def repeat_append(stack: AirflowStack, run_id: str) -> str:
+    """Clear append with upstream, as an operator asking for its repeat would; print
+    what append_gate decided. Returns the run's state."""
+    log(f"clearing append with upstream in {run_id}: append_gate decides the repeat")
+    state = clear_append(stack, run_id)
+    print(f"\n===== {run_id}: append cleared with upstream, run ended {state} =====")
+    found = xcom(stack, run_id, "reconcile_append") or {}
+    print(f"  reconcile_append found: {found.get('append', {}).get('source', 'nothing')}")
+    record = xcom(stack, run_id, "append_gate") or {}
+    for row in record.get("decisions", []):
+        print(f"  append_gate decided {row['reason']}")
+    append = stack.task_states(DAG_ID, run_id).get("append", (None, 0))
+    print(f"  append: {append[0]} (try {append[1]}): the rows were not appended twice")
+    return state
 
 
 def main() -> int:
@@ -78,8 +112,8 @@ def main() -> int:
         stack.start("api-server", "scheduler", "dag-processor", "triggerer")
         log(f"waiting for the DAG processor to parse {DAG_ID}")
         stack.wait_for_dag(DAG_ID)
-        for day in DAYS:
-            run_day(stack, day)
+        first, *_ = [run_day(stack, day) for day in DAYS]
+        repeat_append(stack, first)
     except Exception as error:
         print(f"\nThe demo failed: {error}", file=sys.stderr)
         print(f"Service logs: {stack.logs}", file=sys.stderr)

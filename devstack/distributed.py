@@ -76,9 +76,7 @@ def run_day(
 ) -> tuple[str, SensorClock]:
     """Trigger one day's run and wait for it, sampling the sensor's state."""
     log(f"triggering {DAG_ID}: {day.kind} day {day.business_date}, deadline {day.deadline} s")
-    run_id = stack.trigger(
-        DAG_ID, conf={"deadline_seconds": day.deadline}, logical_date=day.business_date
-    )
+    run_id = stack.trigger(DAG_ID, conf=day.conf, logical_date=day.business_date)
     clock, restarted, seen = SensorClock(), False, {}
     limit = time.monotonic() + 420
     while stack.run_state(DAG_ID, run_id) not in ("success", "failed"):

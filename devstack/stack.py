@@ -241,14 +241,26 @@ class AirflowStack:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return json.loads(answer.read() or b"null")
 
-    def clear(self, dag_id: str, run_id: str, task_ids: list[str]) -> None:
-        """Clear task instances the way the UI does: a person asking for a re-run."""
+    def clear(
+        self, dag_id: str, run_id: str, task_ids: list[str], *, upstream: bool = False
+    ) -> None:
+        """Clear task instances the way the UI does: a person asking for a re-run.
+
+        :param upstream: clear every task upstream of them too ("with Upstream").
+        """
         self.api(
             "POST",
             f"/api/v2/dags/{dag_id}/clearTaskInstances",
             {"dry_run": False, "dag_run_id": run_id, "task_ids": task_ids,
-             "only_failed": False, "reset_dag_runs": True},
+             "include_upstream": upstream, "only_failed": False, "reset_dag_runs": True},
         )  # fmt: skip
+
+    def clear_number(self, dag_id: str, run_id: str) -> int:
+        """How many times the run was cleared."""
+        found = self.rows(
+            "select clear_number from dag_run where dag_id=:d and run_id=:r", d=dag_id, r=run_id
+        )
+        return int(found[0][0]) if found else 0
 
     def run_state(self, dag_id: str, run_id: str) -> str | None:
         """The state of a DAG run."""

@@ -10,7 +10,17 @@ from pathlib import Path
 import pytest
 
 from devstack import demo
-from devstack.example import DAG_ID, LATE, ON_TIME, Day, problems, xcom
+from devstack.example import (
+    DAG_ID,
+    DAYS,
+    LATE,
+    ON_TIME,
+    OVER_BUDGET,
+    Day,
+    append_clear_problems,
+    problems,
+    xcom,
+)
 from devstack.stack import ROOT, AirflowStack, sqlite_stack
 
 PARSE = """
@@ -46,14 +56,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def runs() -> dict[str, str]:
+    """Day kind -> the run id of that day's run on the module's stack."""
+    return {}
+
+
 @pytest.mark.airflow
 @pytest.mark.slow
-@pytest.mark.parametrize("day", [ON_TIME, LATE], ids=["on-time day", "late day"])
+@pytest.mark.parametrize("day", DAYS, ids=[f"{day.kind} day" for day in DAYS])
 def test_example_run_follows_the_gate(
-    stack: AirflowStack, day: Day, capsys: pytest.CaptureFixture[str]
+    stack: AirflowStack, runs: dict[str, str], day: Day, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # the demo's own code runs the day, so what make demo prints is tested too
-    run_id = demo.run_day(stack, day)
+    run_id = runs[day.kind] = demo.run_day(stack, day)
     assert stack.run_state(DAG_ID, run_id) == "success"
     assert problems(stack, run_id, day) == []
     table = xcom(stack, run_id, "retry_gate")
@@ -65,4 +81,37 @@ def test_example_run_follows_the_gate(
     assert f"{day.kind} day: run {run_id} ended success" in printed
     assert "append             try 1: reconcile-remote:" in printed
     assert "task       decision" in printed  # the explain table of the gate's fixture
-    assert ("Impact communicated instead of a retry" in printed) == (day is LATE)
+    refused = day in (LATE, OVER_BUDGET)
+    assert ("Impact communicated instead of a retry" in printed) == refused
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_each_day_shows_what_the_reconciliation_and_the_dry_run_decided(
+    stack: AirflowStack, runs: dict[str, str]
+) -> None:
+    for day in DAYS:
+        run_id = runs.get(day.kind) or demo.run_day(stack, day)
+        found = xcom(stack, run_id, "reconcile_load")["load"]
+        job = f"positions_load_{day.business_date.replace('-', '')}_v3_a1"
+        assert found["source"].startswith(f"job {job}: ")
+        assert found["state"] == ("succeeded" if day.load_committed else "retryable")
+        repeat = xcom(stack, run_id, "retry_load")
+        if repeat is not None:  # the repeat is attempt 2, never attempt 1's id again
+            assert repeat == f"job {job[:-1]}2 submitted"
+    over = xcom(stack, runs.get(OVER_BUDGET.kind) or "", "communicate_impact")
+    assert "estimate 260 GB" in over and "approved 200 GB" in over
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_clearing_append_with_upstream_lets_its_gate_hold_the_repeat(
+    stack: AirflowStack, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = runs.get(ON_TIME.kind) or demo.run_day(stack, ON_TIME)
+    assert demo.repeat_append(stack, run_id) == "success"
+    assert append_clear_problems(stack, run_id) == []
+    printed = capsys.readouterr().out
+    job = f"positions_append_{ON_TIME.business_date.replace('-', '')}_v3_a1"
+    assert f"reconcile_append found: job {job}: DONE" in printed
+    assert "append_gate decided validate-output: attempt 1 succeeded" in printed

@@ -70,9 +70,7 @@ def late_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LateRun]:
     }
     services = ["api-server", "scheduler", "dag-processor", "triggerer"]
     with sqlite_stack(home, services, [DAG_ID], extra_env=extra_env) as stack:
-        run_id = stack.trigger(
-            DAG_ID, conf={"deadline_seconds": LATE.deadline}, logical_date=LATE.business_date
-        )
+        run_id = stack.trigger(DAG_ID, conf=LATE.conf, logical_date=LATE.business_date)
         assert stack.wait_for_run(DAG_ID, run_id, timeout=300) == "success"
         yield LateRun(stack, run_id)
 
