@@ -14,8 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $@
 
 install: $(STAMP)
-	@bash devstack/install_browser.sh
-	@bash devstack/install_compose.sh
+	@bash devstack/install_system_packages.sh
 
 test: install
 	$(BIN)/python -m pytest

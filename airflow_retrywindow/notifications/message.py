@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from airflow_retrywindow.gate.instances import parse_label
 from airflow_retrywindow.notifications.notice import Lateness, Notice
 from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.redaction import safe_text
@@ -137,7 +138,8 @@ def compose(
         lines += _override_lines(override, held=any(notice.refused for notice in notices))
     late = [(notice.task_id, notice.lateness) for notice in notices if notice.lateness]
     if late:
-        lines += _impact_lines(late, impact or Impact())
+        released = _released(override, [task_id for task_id, _ in late])
+        lines += _impact_lines(late, impact or Impact(), released=released)
     lines += [f"Unit of work: {_work_unit(work_unit)}."]
     if evidence:
         lines += [f"Evidence: {evidence}."]
@@ -229,8 +231,25 @@ def _override_lines(override: OverrideEntry, *, held: bool) -> list[str]:
     return [*lines, ""]
 
 
-def _impact_lines(late: Sequence[tuple[str, Lateness]], impact: Impact) -> list[str]:
-    lines = ["Impact to report instead of retrying:"]
+def _released(override: OverrideEntry | None, task_ids: Sequence[str]) -> bool:
+    """Whether an applied override released every one of ``task_ids`` (``load[3]``
+    counts as its target ``load``)."""
+    if override is None or not override.applied:
+        return False
+    return all(parse_label(task_id).task_id in override.targets for task_id in task_ids)
+
+
+def _impact_lines(
+    late: Sequence[tuple[str, Lateness]], impact: Impact, *, released: bool
+) -> list[str]:
+    # an override runs the repeat anyway: the delivery is still at risk, but not
+    # because a retry was refused
+    lines = [
+        "Impact to report: the approved override released the repeat, which is still "
+        "estimated to end after the deadline:"
+        if released
+        else "Impact to report instead of retrying:"
+    ]
     for task_id, lateness in late:
         lines.append(
             f"  Delivery at risk ({task_id}): the next attempt would end, validation "

@@ -179,15 +179,20 @@ def approval(
     )  # fmt: skip
 
 
-def overridden_record(answer: ApprovalRow | None = None) -> dict[str, Any]:
+def overridden_record(answer: ApprovalRow | None = None, *, late: bool = False) -> dict[str, Any]:
     """A gate's record with estimate sources and an approval task ``approve_repeat``.
 
     ``load`` was allowed one try, so the model refuses it ``attempts-exhausted``;
-    ``report`` may retry. With ``answer`` an approval (the default), the gate's
-    ``judge`` releases ``load`` and ``rerun_load`` runs on the override; with a
-    rejection, nothing is released and ``rerun_load`` is held back.
+    ``report`` may retry. With ``late``, ``load`` has retries left but its next
+    attempt ends after the deadline, due in 2 minutes: ``deadline-infeasible``.
+    With ``answer`` an approval (the default), the gate's ``judge`` releases
+    ``load`` and ``rerun_load`` runs on the override; with a rejection, nothing
+    is released and ``rerun_load`` is held back.
     """
-    table = _table(timedelta(hours=1), {"load": 0, "report": 2})
+    if late:
+        table = _table(timedelta(minutes=2), {"load": 2, "report": 2})
+    else:
+        table = _table(timedelta(hours=1), {"load": 0, "report": 2})
     override = judge(
         table, answer or approval(), approval="approve_repeat", allowed=["load"],
         previous_decision=None,

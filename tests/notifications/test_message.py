@@ -242,6 +242,24 @@ def test_an_approved_override_is_stated_with_who_when_why_and_which_targets() ->
     assert not any("eligible" in line for line in load)
 
 
+def test_a_late_repeat_released_by_an_override_is_not_called_refused() -> None:
+    record = overridden_record(late=True)
+    assert record["decisions"][0]["decision"] == "deadline-infeasible"
+    lines = _gate_message(record).text.splitlines()
+    # the repeat runs on the approver's word: the impact stands, but nothing was refused
+    assert "Impact to report instead of retrying:" not in lines
+    start = lines.index(
+        "Impact to report: the approved override released the repeat, which is still "
+        "estimated to end after the deadline:"
+    )
+    assert lines[start + 1].startswith("  Delivery at risk (load): the next attempt would end")
+
+
+def test_a_late_repeat_held_back_still_reports_the_impact_instead() -> None:
+    lines = _gate_message(overridden_record(approval(("Reject",)), late=True)).text.splitlines()
+    assert "Impact to report instead of retrying:" in lines
+
+
 def test_the_estimate_sources_are_named_only_when_one_is_an_override() -> None:
     message = _gate_message(overridden_record())
     assert (
