@@ -91,6 +91,8 @@ def observe_run(
     targets: Sequence[Target],
     snapshot: RunSnapshot,
     explicit: Mapping[str, ExplicitObservation],
+    *,
+    own_map_indexes: Mapping[str, int] | None = None,
 ) -> list[Observed]:
     """Every task instance of every target as observed: targets in order, map indexes rising.
 
@@ -98,11 +100,16 @@ def observe_run(
     :param snapshot: what the read found.
     :param explicit: task instance name (``load``, ``load[3]``) -> its explicit
         observation, if any.
-    :raises ObservationError: for an observation of a task instance the run does not have.
+    :param own_map_indexes: target task id -> the one map index observed of it
+        (a gate in a mapped task group, about its own map index); other targets
+        are observed at every map index.
+    :raises ObservationError: for an observation of a task instance the run does
+        not have, or that the gate does not decide.
     """
+    own = own_map_indexes or {}
     observed: dict[Instance, Observed] = {}
     for target in targets:
-        for instance in snapshot.instances(target.task_id):
+        for instance in _instances(snapshot, target.task_id, own.get(target.task_id)):
             row = snapshot.latest_try(instance)
             failure, source = recorded_failure(snapshot, instance)
             observed[instance] = observe(
@@ -114,6 +121,13 @@ def observe_run(
             )
     for name, observation in explicit.items():
         instance = parse_label(name)
+        mine = own.get(instance.task_id)
+        if mine is not None and instance.map_index != mine:
+            raise ObservationError(
+                f"observations for {name!r}: this gate is in the mapped task group of "
+                f"{instance.task_id!r} and decides only its own map index, "
+                f"{Instance(instance.task_id, mine).label}; drop the observation or name that one"
+            )
         if instance not in observed:
             known = snapshot.instances(instance.task_id)
             raise ObservationError(
@@ -123,6 +137,16 @@ def observe_run(
         airflow_view = observed[instance]
         observed[instance] = observe_explicitly(airflow_view.target, observation, airflow_view)
     return list(observed.values())
+
+
+def _instances(snapshot: RunSnapshot, task_id: str, only: int | None) -> list[Instance]:
+    """The task instances of a target to observe: all, or the one map index ``only``."""
+    found = snapshot.instances(task_id)
+    if only is None:
+        return found
+    return [instance for instance in found if instance.map_index == only] or [
+        Instance(task_id, only)  # not expanded yet: never tried
+    ]
 
 
 def _span(instances: Sequence[Instance]) -> str:

@@ -32,8 +32,8 @@ from airflow_retrywindow.gate.budget import Budget
 from airflow_retrywindow.gate.decide import DecisionTable, decide
 from airflow_retrywindow.gate.observations import parse_observations
 from airflow_retrywindow.gate.observe import observe_run
-from airflow_retrywindow.gate.snapshot import RunReader, read_snapshot
-from airflow_retrywindow.gate.targets import resolve_targets
+from airflow_retrywindow.gate.snapshot import GateReader, read_snapshot
+from airflow_retrywindow.gate.targets import Target, own_map_indexes, resolve_targets
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.work import Work
@@ -66,11 +66,14 @@ class GateDecision:
     :param table: the decisions.
     :param requests: REST API requests made.
     :param api: the API's base URL, without credentials.
+    :param reader: the client that read the run, for any further read of the same
+        evaluation (an approval), so that it needs no second token.
     """
 
     table: DecisionTable
     requests: int
     api: str
+    reader: GateReader | None = None
 
 
 def decide_run(
@@ -99,8 +102,10 @@ def decide_run(
             as_of=pendulum.now("UTC"),
             mapped=[target.task_id for target in targets if target.mapped],
         )
-        snapshot = read_snapshot(_client(settings), str(dag.dag_id), str(run.run_id), targets)
-        observed = observe_run(targets, snapshot, explicit)
+        reader = _client(settings)
+        snapshot = read_snapshot(reader, str(dag.dag_id), str(run.run_id), targets)
+        own = _own_map_indexes(context, targets)
+        observed = observe_run(targets, snapshot, explicit, own_map_indexes=own)
         table = decide(
             observed,
             as_of=pendulum.now("UTC"),
@@ -110,10 +115,19 @@ def decide_run(
             pools=snapshot.pools,
             budget=budget,
         )
-        return GateDecision(table=table, requests=snapshot.requests, api=snapshot.api)
+        return GateDecision(table, snapshot.requests, snapshot.api, reader)
 
 
-def _client(settings: GateSettings) -> RunReader:
+def _own_map_indexes(context: Mapping[str, Any], targets: list[Target]) -> dict[str, int]:
+    """Targets decided for the deciding task instance's map index only (a gate in a
+    mapped task group; see :func:`~airflow_retrywindow.gate.targets.own_map_indexes`)."""
+    deciding, ti = context.get("task"), context.get("ti")
+    if deciding is None or ti is None:
+        return {}
+    return own_map_indexes(context["dag"], deciding, int(ti.map_index), targets)
+
+
+def _client(settings: GateSettings) -> GateReader:
     """The REST API reader of the gate's connection (no request is made yet)."""
     from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
 

@@ -90,6 +90,10 @@ class ApprovalReader(Protocol):
     ) -> list[TaskInstanceRow]: ...
 
 
+class GateReader(RunReader, ApprovalReader, Protocol):
+    """Every read of one gate evaluation, through one client: one token for all."""
+
+
 @dataclass(frozen=True)
 class ApprovalSnapshot:
     """What one read found about a gate's approval task.

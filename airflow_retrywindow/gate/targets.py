@@ -127,6 +127,38 @@ def task_in(dag: Any, task_id: str) -> Any:
     return task
 
 
+def own_map_indexes(
+    dag: Any, deciding: Any, map_index: int, targets: Iterable[Target]
+) -> dict[str, int]:
+    """The targets a gate in a mapped task group decides for its own map index only.
+
+    A gate (or sensor) inside a mapped task group runs once per map index, next
+    to that map index's tasks: ``per_partition.gate[3]`` is about
+    ``per_partition.load[3]``, not about the other partitions. Targets in the
+    same mapped task group are therefore decided for the deciding task
+    instance's map index; every other target, for all its map indexes.
+
+    :param dag: the gate's DAG.
+    :param deciding: the gate or sensor deciding.
+    :param map_index: the deciding task instance's map index.
+    :param targets: the gate's targets.
+    :returns: target task id -> the one map index decided for it.
+    """
+    group = _mapped_group_id(deciding)
+    if group is None or map_index < 0:
+        return {}
+    return {
+        target.task_id: map_index
+        for target in targets
+        if _mapped_group_id(dag.task_dict[target.task_id]) == group
+    }
+
+
+def _mapped_group_id(task: Any) -> str | None:
+    group = task.get_closest_mapped_task_group()
+    return None if group is None else str(group.group_id)
+
+
 def is_mapped(task: Any) -> bool:
     """Whether the task's instances carry map indexes: mapped, or in a mapped task group."""
     from airflow.sdk.definitions.mappedoperator import MappedOperator

@@ -28,7 +28,7 @@ from airflow_retrywindow.gate.override import (
 )
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.run import GateSettings, decide_run
-from airflow_retrywindow.gate.snapshot import read_approval
+from airflow_retrywindow.gate.snapshot import ApprovalReader, read_approval
 from airflow_retrywindow.gate.targets import target_problems, unsafe_trigger_rule
 from airflow_retrywindow.hooks.airflow_api import (
     DEFAULT_CONN_ID,
@@ -211,7 +211,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
             budget=self.budget,
         )
         table = decided.table
-        override, approval_requests = self._override(table, context)
+        override, approval_requests = self._override(table, context, decided.reader)
         guard, held = [], []
         for task_id, targets in self.guard.items():
             blockers = [text for target in targets for text in table.blockers(target)]
@@ -257,11 +257,14 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         self.log.info("Skipping %s", ", ".join(task.task_id for task in to_skip))
         self.skip(ti=ti, tasks=to_skip)
 
-    def _override(self, table: DecisionTable, context: Context) -> tuple[Override | None, int]:
+    def _override(
+        self, table: DecisionTable, context: Context, reader: ApprovalReader | None
+    ) -> tuple[Override | None, int]:
         """What the approval task lets through now, and the requests its read made.
 
-        The approval is read only when it could let held-back work through; when it
-        cannot be read, nothing is let through (the model's refusals stand).
+        The approval is read only when it could let held-back work through, through
+        the reader that read the run; when it cannot be read, nothing is let
+        through (the model's refusals stand).
         """
         if self.approval is None:
             return None, 0
@@ -275,14 +278,10 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
                 "nothing held back is a refusal it may override" if held else "nothing is held back"
             )
             return unasked(self.approval, f"{why}, so it does not ask"), 0
-        reader = None
+        if reader is None:
+            return unasked(self.approval, "no reader of the run was handed over to read it"), 0
+        before = reader.requests
         try:
-            from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
-
-            hook = AirflowApiHook(
-                self.airflow_conn_id, page_size=self.page_size, timeout=self.api_timeout
-            )
-            reader = hook.get_conn()
             found = read_approval(
                 reader,
                 self.dag_id,
@@ -293,7 +292,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
             )
         except Exception as error:
             note = f"its answer could not be read ({describe_exception(error)})"
-            return unasked(self.approval, note), getattr(reader, "requests", 0)
+            return unasked(self.approval, note), reader.requests - before
         decided = judge(
             table,
             found.answer,
@@ -301,7 +300,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
             allowed=self.approval_targets,
             previous_decision=found.previous_decision,
         )
-        return decided, found.requests
+        return decided, found.requests - before
 
     def _approval_to_skip(
         self, table: DecisionTable, held: Sequence[str], override: Override | None

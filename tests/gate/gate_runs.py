@@ -107,11 +107,14 @@ def states(dag_id: str, run_id: str) -> dict[str, str | None]:
     return {task_id: state for task_id, state in rows}
 
 
-def xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+def xcom(
+    dag_id: str, run_id: str, task_id: str, key: str = "return_value", *, map_index: int = -1
+) -> Any:
     """An XCom value of the run, decoded; ``None`` when there is none."""
     rows = query(
-        "select value from xcom where dag_id=? and run_id=? and task_id=? and key=?",
-        dag_id, run_id, task_id, key,
+        "select value from xcom where dag_id=? and run_id=? and task_id=? and key=? "
+        "and map_index=?",
+        dag_id, run_id, task_id, key, map_index,
     )  # fmt: skip
     if not rows:
         return None

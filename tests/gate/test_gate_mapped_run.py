@@ -125,6 +125,20 @@ def test_the_sensor_waits_for_the_backoff_that_ends_last(run: tuple[str, str]) -
     assert [state for _, state, _ in _instances(run_id, "rerun")] == ["success"] * 2
 
 
+def test_a_gate_in_a_mapped_task_group_decides_its_own_map_index(
+    run: tuple[str, str],
+) -> None:
+    run_id, output = run
+    fetch, gate, repeat = "by_partition.fetch", "by_partition.gate_here", "by_partition.refetch"
+    assert _instances(run_id, fetch) == [(0, "failed", 1), (1, "success", 1)], output[-4000:]
+    records = {index: xcom(DAG_ID, run_id, gate, map_index=index) for index in (0, 1)}
+    assert _decisions(records[0]) == [(fetch, 0, "retry-eligible")], output[-4000:]
+    assert _decisions(records[1]) == [(fetch, 1, "validate-output")]
+    # each map index guards its own repeat: one runs, the other is skipped
+    assert _instances(run_id, repeat) == [(0, "success", 1), (1, "skipped", 0)]
+    assert records[0]["skipped"] == [] and records[1]["skipped"] == [repeat]
+
+
 def test_the_sensor_skips_when_any_map_index_is_refused(run: tuple[str, str]) -> None:
     run_id, output = run
     record = _record(run, "wait_settle")

@@ -304,6 +304,23 @@ def test_an_observation_names_the_map_index_it_is_about() -> None:
         observe_run([_target()], snapshot, absent)
 
 
+def test_a_gate_in_the_targets_mapped_group_observes_its_own_map_index_only() -> None:
+    snapshot = RunSnapshot(
+        {Instance("load", 0): _row("failed", 0), Instance("load", 1): _row("success", 1)},
+        (_failure(0, "retryable"),),
+        pools=POOLS,
+    )
+    (mine,) = observe_run([_target()], snapshot, {}, own_map_indexes={"load": 0})
+    assert (mine.instance.label, mine.state) == ("load[0]", "retryable")
+    # a map index not expanded yet has not been tried
+    (ahead,) = observe_run([_target()], snapshot, {}, own_map_indexes={"load": 4})
+    assert (ahead.instance.label, ahead.state) == ("load[4]", "not-attempted")
+    seen = {"state": "unknown", "observed_at": "2026-03-02T05:39:00Z"}
+    other = parse_observations({"load[1]": seen}, ["load"], as_of=NOW, mapped=["load"])
+    with pytest.raises(ObservationError, match=r"decides only its own map index, load\[0\]"):
+        observe_run([_target()], snapshot, other, own_map_indexes={"load": 0})
+
+
 # -- the sensor's wait ------------------------------------------------------------------
 
 

@@ -175,3 +175,23 @@ def test_the_gate_refuses_bad_approval_arguments(arguments: dict[str, Any], mess
 def test_approval_targets_default_to_every_target() -> None:
     dag = _dag(_side_by_side)
     assert dag.task_dict["gate"].approval_targets == ("load",)
+
+
+def test_the_approval_is_read_through_the_reader_that_read_the_run() -> None:
+    from types import SimpleNamespace
+
+    from tests.gate.test_override_decisions import ApprovalReader, _answer, _exhausted
+
+    gate = _dag(_side_by_side).task_dict["gate"]
+    reader = ApprovalReader(_answer(), gate_tries=[])
+    context = {"dag_run": SimpleNamespace(run_id="run"), "ti": SimpleNamespace(try_number=1)}
+    override, requests = gate._override(_exhausted("load"), context, reader)
+    # one client for the whole evaluation: its token (counted once, by the run's
+    # read) is not asked for again; only the approval's own read is added
+    assert [call[0] for call in reader.calls] == ["approval"]
+    assert requests == 1
+    assert override.released == ("load",)
+    # no reader handed over: nothing is released, and the record says why
+    unread, _ = gate._override(_exhausted("load"), context, None)
+    assert unread.released == ()
+    assert "no reader" in unread.note

@@ -116,6 +116,21 @@ def _ended(stack: AirflowStack, run_ids: list[str], cleared: int) -> None:
     _wait(stack, f"{run_ids} to end after clear {cleared}", done)
 
 
+def _settled(stack: AirflowStack, run_id: str, task_id: str) -> bool:
+    """Whether the scheduler has taken in the end of the process that paused ``task_id``.
+
+    A person answers an approval after that, never within the second it takes.
+    Airflow 3.3.2 marks the approval task failed when the answer moves it on
+    before the scheduler has taken in that event ("finished with state success,
+    but the task instance's state attribute is queued").
+    """
+    event = (
+        "Received executor event with state success for task instance "
+        f"TaskInstanceKey(dag_id='{DAG_ID}', task_id='{task_id}', run_id='{run_id}'"
+    )
+    return event in (stack.logs / "scheduler.log").read_text(errors="replace")
+
+
 def _state(stack: AirflowStack, run_id: str, task_id: str) -> tuple[str | None, int]:
     return stack.task_states(DAG_ID, run_id)[task_id]
 
@@ -144,6 +159,11 @@ def test_an_approval_through_the_hitl_api_lets_one_repeat_run_and_a_rejection_do
             stack,
             f"approve_repeat of {run_id} to ask",
             lambda run_id=run_id: _state(stack, run_id, "approve_repeat")[0] == "awaiting_input",
+        )
+        _wait(
+            stack,
+            f"the scheduler to take in approve_repeat of {run_id} pausing",
+            lambda run_id=run_id: _settled(stack, run_id, "approve_repeat"),
         )
         assert _state(stack, run_id, "load") == ("skipped", 1)
         refused = _record(stack, run_id)

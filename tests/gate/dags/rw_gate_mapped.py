@@ -10,6 +10,10 @@
   runs second ends three seconds later; ``wait_append`` (deferrable) waits out the
   backoff that ends last, then lets ``retry_append`` through, and ``append_gate``
   lets ``rerun`` run.
+* ``by_partition`` is a mapped task group with its own gate: ``fetch`` fails
+  for ``p0`` (retryable, attempts left) and succeeds for ``p1``; each map index of
+  ``gate_here`` decides only its own map index of ``fetch``, so ``refetch[0]``
+  runs and ``refetch[1]`` (its fetch succeeded: nothing to repeat) is skipped.
 * ``settle`` fails in both map indexes, with a ten-minute backoff; a
   reconciliation finds the outcome of ``settle[1]`` unknown, so ``wait_settle``
   skips ``retry_settle`` at once although ``settle[0]`` only waits.
@@ -136,6 +140,34 @@ with DAG(
     pauses = [3, 3]
     append.expand(pause=pauses) >> wait_append >> [retry_append.expand(pause=pauses), append_gate]
     append_gate >> rerun.expand(pause=pauses)
+
+    @task(retries=1, retry_delay=timedelta(seconds=1))
+    def fetch(partition: str) -> str:
+        if partition == "p0":  # no retry now; the gate decides the repeat
+            raise AirflowFailException(f"the fetch of {partition} failed")
+        return f"fetched {partition}"
+
+    @task(trigger_rule="all_done")
+    def settle_down() -> None:
+        """Let fetch[0]'s one-second backoff pass before its gate decides."""
+        time.sleep(2)
+
+    @task
+    def refetch(partition: str) -> str:
+        return f"refetched {partition}"
+
+    @task_group
+    def by_partition(partition: str) -> None:
+        gate_here = RetryWindowGateOperator(
+            task_id="gate_here",
+            targets={"by_partition.fetch": SAFE},
+            deadline=DEADLINE,
+            guard={"by_partition.refetch": "by_partition.fetch"},
+            trigger_rule="all_done",
+        )
+        fetch(partition) >> settle_down() >> gate_here >> refetch(partition)
+
+    by_partition.expand(partition=["p0", "p1"])
 
     @task(retries=1, retry_delay=timedelta(minutes=10))
     def settle(partition: str) -> None:
