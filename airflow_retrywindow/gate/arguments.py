@@ -122,6 +122,34 @@ class RetryWindowArguments(_Operator):
         """
         return resolve_estimates(self.dag, targets, self.deadline, kind=kind)
 
+    def _hold_back(self, ti: Any, tasks: Sequence[Any]) -> None:
+        """Skip the downstream ``tasks`` that may not run, then end this task.
+
+        Outside a mapped task group this is ``SkipMixin.skip``. Inside one (the
+        deciding task instance has a map index), Airflow 3.3.2 does not skip the
+        downstream tasks of one map index: ``SkipMixin`` leaves them to a check that
+        looks the skip list up at map index -1 and so never finds it. The deciding
+        task then skips itself instead: its ``all_success`` downstream tasks of the
+        same map index are skipped by their trigger rule, every one of them, so a
+        gate that would let some guarded tasks through holds them all (it fails
+        closed).
+
+        :param ti: the deciding task instance.
+        :param tasks: the downstream tasks to skip, not empty.
+        """
+        if not tasks:
+            return
+        if int(getattr(ti, "map_index", -1)) < 0:
+            self.skip(ti=ti, tasks=tasks)  # type: ignore[attr-defined]
+            return
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        names = ", ".join(task.task_id for task in tasks)
+        raise AirflowSkipException(
+            f"map index {ti.map_index} of {self.task_id} holds back {names}: skipped itself, "
+            "so that its downstream tasks of this map index are skipped by their trigger rule"
+        )
+
     def _gate_settings(self, estimates: Estimates) -> GateSettings:
         """The settings deciding the targets of this task's run, with this task's arguments.
 

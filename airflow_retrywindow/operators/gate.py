@@ -255,7 +255,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
             self.log.info("Every guarded task may run.")
             return
         self.log.info("Skipping %s", ", ".join(task.task_id for task in to_skip))
-        self.skip(ti=ti, tasks=to_skip)
+        self._hold_back(ti, to_skip)
 
     def _override(
         self, table: DecisionTable, context: Context, reader: ApprovalReader | None

@@ -320,7 +320,7 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         # the record first: skipping ends the task, and the evidence must survive it
         ti.xcom_push(key="return_value", value=record)
         self.log.info("Skipping the retry of %s: %s", self.target, record["skipped"])
-        self.skip(ti=ti, tasks=to_skip)
+        self._hold_back(ti, to_skip)
 
     def _to_skip(self, context: Context) -> list[Any]:
         task = context["task"]
