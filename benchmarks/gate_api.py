@@ -279,16 +279,7 @@ def main() -> int:
 
 
 def measure(home: Path, total: int, rounds: int) -> bool:
-    from airflow.dag_processing.dagbag import DagBag
-    from airflow.models.dagrun import DagRun
-
-    dag = DagBag(dag_folder=str(home / "dags")).get_dag(DAG_ID)
-    found = DagRun.find(dag_id=DAG_ID)[0]
-    run = SimpleNamespace(
-        run_id=found.run_id,
-        data_interval_start=found.data_interval_start,
-        data_interval_end=found.data_interval_end,
-    )
+    dag, run = _finished_run(home, DAG_ID)
     # in DAG order (lost, failed, done, done, done, ...): every prefix is a fair mix
     keys = _policy_keys(DAG_ID, run.run_id)
     all_targets = sorted(
@@ -313,15 +304,9 @@ def measure(home: Path, total: int, rounds: int) -> bool:
             # evidence and its class), once any target failed; pools: default_pool only
             key_pages = _key_pages(keys, page_size) if failing else 0
             expected = 1 + math.ceil(count / page_size) + key_pages + 1
-            times, requests, seen = [], [], []
-            counts: dict[str, int] = {}
-            for _ in range(rounds):
-                before = access_log_requests(home)
-                made, elapsed, counts = decide_once(dag, run, targets, page_size)
-                time.sleep(0.2)  # let the access log flush
-                seen.append(access_log_requests(home) - before)
-                requests.append(made)
-                times.append(elapsed)
+            requests, seen, times, counts = _rounds(
+                home, dag, run, targets, page_size=page_size, rounds=rounds
+            )
             fine = set(requests) == {expected} and set(seen) == {expected}
             ok &= fine
             print(
@@ -340,18 +325,9 @@ def measure(home: Path, total: int, rounds: int) -> bool:
 
 def measure_mapped(home: Path, total: int, rounds: int) -> bool:
     """Decide the one mapped target of the mapped run: every map index, by pages."""
-    from airflow.dag_processing.dagbag import DagBag
-    from airflow.models.dagrun import DagRun
-
     from airflow_retrywindow.hooks.airflow_api import DEFAULT_PAGE_SIZE
 
-    dag = DagBag(dag_folder=str(home / "dags")).get_dag(MAPPED_DAG_ID)
-    found = DagRun.find(dag_id=MAPPED_DAG_ID)[0]
-    run = SimpleNamespace(
-        run_id=found.run_id,
-        data_interval_start=found.data_interval_start,
-        data_interval_end=found.data_interval_end,
-    )
+    dag, run = _finished_run(home, MAPPED_DAG_ID)
     keys = _policy_keys(MAPPED_DAG_ID, run.run_id)
     print()
     print(f"one target mapped over {total} map indexes; retry-window XCom keys in the run: {keys}")
@@ -361,15 +337,9 @@ def measure_mapped(home: Path, total: int, rounds: int) -> bool:
     ok = True
     for page_size in (DEFAULT_PAGE_SIZE, 100):
         expected = 1 + math.ceil(total / page_size) + _key_pages(keys, page_size) + 1
-        times, requests, seen = [], [], []
-        counts: dict[str, int] = {}
-        for _ in range(rounds):
-            before = access_log_requests(home)
-            made, elapsed, counts = decide_once(dag, run, ["load"], page_size)
-            time.sleep(0.2)  # let the access log flush
-            seen.append(access_log_requests(home) - before)
-            requests.append(made)
-            times.append(elapsed)
+        requests, seen, times, counts = _rounds(
+            home, dag, run, ["load"], page_size=page_size, rounds=rounds
+        )
         fine = set(requests) == {expected} and set(seen) == {expected}
         fine &= sum(counts.values()) == total  # every map index decided
         if page_size == DEFAULT_PAGE_SIZE:
@@ -387,6 +357,37 @@ def measure_mapped(home: Path, total: int, rounds: int) -> bool:
         "the default page size; the requests follow the pages, not the map indexes"
     )
     return ok
+
+
+def _finished_run(home: Path, dag_id: str) -> tuple[Any, Any]:
+    """The DAG and the one finished run of ``dag_id``, as the gate's context holds them."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.dagrun import DagRun
+
+    dag = DagBag(dag_folder=str(home / "dags")).get_dag(dag_id)
+    found = DagRun.find(dag_id=dag_id)[0]
+    run = SimpleNamespace(
+        run_id=found.run_id,
+        data_interval_start=found.data_interval_start,
+        data_interval_end=found.data_interval_end,
+    )
+    return dag, run
+
+
+def _rounds(
+    home: Path, dag: Any, run: Any, targets: list[str], *, page_size: int, rounds: int
+) -> tuple[list[int], list[int], list[float], dict[str, int]]:
+    """Decide ``rounds`` times: requests made, requests the server saw, seconds, decisions."""
+    requests, seen, times = [], [], []
+    counts: dict[str, int] = {}
+    for _ in range(rounds):
+        before = access_log_requests(home)
+        made, elapsed, counts = decide_once(dag, run, targets, page_size)
+        time.sleep(0.2)  # let the access log flush
+        seen.append(access_log_requests(home) - before)
+        requests.append(made)
+        times.append(elapsed)
+    return requests, seen, times, counts
 
 
 def _key_pages(keys: int, page_size: int) -> int:
