@@ -133,11 +133,14 @@ def observation(state: str, submitted: dict[str, Any], source: str) -> dict[str,
 # -- the stand-in for the warehouse's job API -------------------------------------------
 
 
-def simulated_load_job(context: Any, job_id: str) -> str:
-    """What the job API says of the load job: the ``load_committed`` param decides."""
+def simulated_load_job(context: Any, job_id: str) -> tuple[bool, str]:
+    """What the job API says of the load job: whether it committed, and in words.
+
+    The ``load_committed`` param decides.
+    """
     if context["params"]["load_committed"]:
-        return f"job {job_id}: DONE, 1204 rows appended to {DESTINATION}"
-    return f"job {job_id}: FAILED, errorResult set, 0 rows appended"
+        return True, f"job {job_id}: DONE, 1204 rows appended to {DESTINATION}"
+    return False, f"job {job_id}: FAILED, errorResult set, 0 rows appended"
 
 
 def simulated_dry_run_gb(context: Any) -> int:
@@ -201,9 +204,10 @@ with DAG(
         if not submitted:
             print("load submitted no job in this run: nothing to reconcile")
             return None
-        found = simulated_load_job(context, submitted["job_id"])
+        committed, found = simulated_load_job(context, submitted["job_id"])
         print(found)
-        state = "succeeded" if "DONE" in found else "retryable"
+        # committed: its rows are in, nothing to repeat; otherwise confirmed failed
+        state = "succeeded" if committed else "retryable"
         return {"load": observation(state, submitted, found)}
 
     @task
