@@ -170,15 +170,11 @@ def clear_append(stack: AirflowStack, run_id: str) -> str:
 
     Returns the run's state once the cleared tasks have run.
     """
-    cleared = stack.clear_number(DAG_ID, run_id) + 1
+    (cleared,) = stack.rows(
+        "select clear_number from dag_run where dag_id=:d and run_id=:r", d=DAG_ID, r=run_id
+    )[0]
     stack.clear(DAG_ID, run_id, ["append"], upstream=True)
-
-    def ended() -> bool:
-        again = stack.clear_number(DAG_ID, run_id) >= cleared
-        return again and stack.run_state(DAG_ID, run_id) in ("success", "failed")
-
-    stack.wait_for(ended, f"run {run_id} to end after clearing append", timeout=180)
-    return str(stack.run_state(DAG_ID, run_id))
+    return stack.wait_for_clear(DAG_ID, run_id, cleared=int(cleared) + 1, timeout=180)
 
 
 def append_clear_problems(stack: AirflowStack, run_id: str) -> list[str]:

@@ -255,12 +255,21 @@ class AirflowStack:
              "include_upstream": upstream, "only_failed": False, "reset_dag_runs": True},
         )  # fmt: skip
 
-    def clear_number(self, dag_id: str, run_id: str) -> int:
-        """How many times the run was cleared."""
-        found = self.rows(
-            "select clear_number from dag_run where dag_id=:d and run_id=:r", d=dag_id, r=run_id
-        )
-        return int(found[0][0]) if found else 0
+    def wait_for_clear(self, dag_id: str, run_id: str, *, cleared: int, timeout: float) -> str:
+        """Wait until the run has ended after its ``cleared``-th clear; return its state."""
+
+        def ended() -> bool:
+            rows = self.rows(
+                "select 1 from dag_run where dag_id=:d and run_id=:r and clear_number>=:c "
+                "and state in ('success', 'failed')",
+                d=dag_id,
+                r=run_id,
+                c=cleared,
+            )
+            return bool(rows)
+
+        self.wait_for(ended, f"run {run_id} to end after clear {cleared}", timeout=timeout)
+        return str(self.run_state(dag_id, run_id))
 
     def run_state(self, dag_id: str, run_id: str) -> str | None:
         """The state of a DAG run."""

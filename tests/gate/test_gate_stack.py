@@ -52,32 +52,6 @@ def _when(value: object) -> pendulum.DateTime:
     return parsed
 
 
-def _clear_with_upstream(stack: AirflowStack, dag_id: str, run_id: str, *task_ids: str) -> None:
-    stack.api(
-        "POST",
-        f"/api/v2/dags/{dag_id}/clearTaskInstances",
-        {"dry_run": False, "dag_run_id": run_id, "task_ids": list(task_ids),
-         "include_upstream": True, "only_failed": False, "reset_dag_runs": True},
-    )  # fmt: skip
-
-
-def _wait_for_end(stack: AirflowStack, dag_id: str, run_id: str, cleared: int) -> str:
-    """Wait until the run ran its ``cleared``-th clear to the end."""
-
-    def ended() -> bool:
-        rows = stack.rows(
-            "select 1 from dag_run where dag_id=:d and run_id=:r and clear_number>=:c "
-            "and state in ('success', 'failed')",
-            d=dag_id,
-            r=run_id,
-            c=cleared,
-        )
-        return bool(rows)
-
-    stack.wait_for(ended, f"run {run_id} to end after clear {cleared}", timeout=120)
-    return str(stack.run_state(dag_id, run_id))
-
-
 def test_a_cleared_repeat_waits_for_reconciliation(stack: AirflowStack) -> None:
     run_id = stack.trigger("rw_gate_clear", conf={}, logical_date="2026-12-01")
     assert stack.wait_for_run("rw_gate_clear", run_id, timeout=120) == "failed"
@@ -86,8 +60,8 @@ def test_a_cleared_repeat_waits_for_reconciliation(stack: AirflowStack) -> None:
     assert stack.task_states("rw_gate_clear", run_id)["load"] == ("failed", 1)
 
     # "just re-run the load": the outcome of try 1 is unknown, so the gate holds it
-    _clear_with_upstream(stack, "rw_gate_clear", run_id, "load")
-    _wait_for_end(stack, "rw_gate_clear", run_id, cleared=1)
+    stack.clear("rw_gate_clear", run_id, ["load"], upstream=True)
+    stack.wait_for_clear("rw_gate_clear", run_id, cleared=1, timeout=120)
     states = stack.task_states("rw_gate_clear", run_id)
     assert states["gate"] == ("success", 2)
     assert states["load"] == ("skipped", 1)  # never started again
@@ -109,8 +83,8 @@ def test_a_cleared_repeat_waits_for_reconciliation(stack: AirflowStack) -> None:
     finished = _when(ended).isoformat()
     remote = {"state": "retryable", "finished_at": finished, "source": "job load-1: FAILED"}
     stack.airflow("variables", "set", "rw_gate_remote_load", json.dumps(remote))
-    _clear_with_upstream(stack, "rw_gate_clear", run_id, "load")
-    assert _wait_for_end(stack, "rw_gate_clear", run_id, cleared=2) == "success"
+    stack.clear("rw_gate_clear", run_id, ["load"], upstream=True)
+    assert stack.wait_for_clear("rw_gate_clear", run_id, cleared=2, timeout=120) == "success"
     assert stack.task_states("rw_gate_clear", run_id)["load"] == ("success", 2)
     allowed = _record(stack, "rw_gate_clear", run_id, "gate")
     row = allowed["decisions"][0]
@@ -187,8 +161,8 @@ def test_a_cleared_mapped_repeat_is_decided_per_map_index_and_skipped(
         ]  # fmt: skip
 
     # "just re-run the loads": every map index is decided on its last try
-    _clear_with_upstream(stack, dag_id, run_id, *targets)
-    _wait_for_end(stack, dag_id, run_id, cleared=1)
+    stack.clear(dag_id, run_id, list(targets), upstream=True)
+    stack.wait_for_clear(dag_id, run_id, cleared=1, timeout=120)
     held = _record(stack, dag_id, run_id, "gate")
     assert [(row["taskId"], row["mapIndex"], row["decision"]) for row in held["decisions"]] == [
         (task_id, index, decision)
