@@ -102,6 +102,39 @@ def allows_next_try(history: object, try_number: int) -> bool:
     return latest.get("tryNumber") == try_number - 1 and latest.get("action") in HANDED_OVER
 
 
+#: what the stored decisions say of a starting try (:func:`start_permission`)
+DECIDED = "decided"
+REREAD = "reread"
+STARTED = "started"
+UNDECIDED = "undecided"
+
+
+def start_permission(history: object, try_number: int) -> str:
+    """What the stored decisions say of try ``try_number``, which is not its window's first.
+
+    * ``"started"``: the retry-start check already let this very try run (it is
+      resumed after deferral);
+    * ``"decided"``: the policy handed the try before back to Airflow to run again;
+    * ``"reread"``: it was handed back only to reconnect to or collect a resumable
+      job, which may have ended since: the job is read again before the try runs;
+    * ``"undecided"``: nothing of ours let it start (a killed process, a lost
+      heartbeat, a refusal, a rescheduled start).
+    """
+    latest = history.get("latest") if isinstance(history, dict) else None
+    if not isinstance(latest, dict):
+        return UNDECIDED
+    if (
+        latest.get("tryNumber") == try_number
+        and latest.get("check") == "retry-start"
+        and latest.get("action") == "run"
+    ):
+        return STARTED
+    if not allows_next_try(history, try_number):
+        return UNDECIDED
+    job = latest.get("reconciliation")
+    return REREAD if isinstance(job, dict) and job.get("allows") else DECIDED
+
+
 def appended(history: object, entry: Mapping[str, Any]) -> dict[str, Any]:
     """The stored value with ``entry`` added as the latest decision."""
     previous = history.get("decisions") if isinstance(history, dict) else None

@@ -10,11 +10,15 @@ Airflow's own ``execution_timeout`` raises ``AirflowTaskTimeout`` (a
 job was submitted, so it is an unknown outcome unless the DAG author lists it
 explicitly as ``terminal`` or ``retryable``. An exception is classified with the
 exceptions it was raised from (``__cause__``) or while handling
-(``__context__``): the most cautious class in the chain wins.
+(``__context__``), and with every member of an exception group (``asyncio.TaskGroup``,
+anyio and trio raise them), nested groups included: the most cautious class
+found wins. What is too deep or too wide to read to the end is unknown: an
+unread link could be a lost response.
 """
 
 from __future__ import annotations
 
+import builtins
 import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,8 +34,8 @@ TERMINAL = "terminal"
 RETRYABLE = "retryable"
 #: exceptions whose outcome is unknown unless the DAG author says otherwise
 DEFAULT_UNKNOWN = ("airflow.sdk.exceptions.AirflowTaskTimeout",)
-#: how many links of a ``__cause__``/``__context__`` chain are read
-MAX_CHAIN = 32
+#: how many distinct exceptions of a chain or group are read; more is an unknown outcome
+MAX_LINKS = 256
 
 
 def _resolve(spec: object, argument: str) -> type[BaseException]:
@@ -96,7 +100,10 @@ class Classifier:
 
     def classify(self, error: BaseException) -> str:
         """``"unknown"``, ``"terminal"`` or ``"retryable"`` for ``error`` and its chain."""
-        found = {self._class_of(link) for link in chain(error)}
+        links, complete = linked(error)
+        if not complete:
+            return UNKNOWN
+        found = {self._class_of(link) for link in links}
         for failure in (UNKNOWN, TERMINAL):
             if failure in found:
                 return failure
@@ -123,17 +130,42 @@ class Classifier:
         }
 
 
-def chain(error: BaseException) -> list[BaseException]:
-    """``error`` and the exceptions it was raised from or while handling, each once."""
+def linked(error: BaseException) -> tuple[list[BaseException], bool]:
+    """``error`` and every exception linked to it, each once, and whether that is all.
+
+    Links are the exception it was raised from (``__cause__``), the one it was
+    raised while handling (``__context__``) and, for an exception group, its
+    members. At most :data:`MAX_LINKS` are read; ``False`` says some were left.
+    """
     links: list[BaseException] = []
+    seen: set[int] = set()
     pending: list[BaseException] = [error]
-    while pending and len(links) < MAX_CHAIN:
-        link = pending.pop(0)
-        if any(link is seen for seen in links):
-            continue  # chains can loop
+    while pending:
+        link = pending.pop()
+        if id(link) in seen:
+            continue  # chains and groups can loop
+        if len(links) == MAX_LINKS:
+            return links, False
+        seen.add(id(link))
         links.append(link)
-        pending.extend(e for e in (link.__cause__, link.__context__) if e is not None)
-    return links
+        pending.extend(_linked_to(link))
+    return links, True
+
+
+def _linked_to(error: BaseException) -> list[BaseException]:
+    found = [e for e in (error.__cause__, error.__context__) if e is not None]
+    members = getattr(error, "exceptions", None) if _is_group(error) else None
+    if isinstance(members, (tuple, list)):
+        found.extend(m for m in members if isinstance(m, BaseException))
+    return found
+
+
+def _is_group(error: BaseException) -> bool:
+    # BaseExceptionGroup is built in from 3.11; on 3.10 only its backport raises groups
+    group = getattr(builtins, "BaseExceptionGroup", None)
+    if group is not None:
+        return isinstance(error, group)
+    return type(error).__name__ in ("ExceptionGroup", "BaseExceptionGroup")
 
 
 def _importable(paths: Sequence[str]) -> tuple[type[BaseException], ...]:

@@ -7,8 +7,14 @@ answer: retry after exactly the model's backoff, or fail with the reason.
 
 Airflow also retries without calling the policy (a killed task process, a
 heartbeat timeout). The retry-start check (:mod:`airflow_retrywindow.policies.retry_start`)
-closes that path: a try that starts without our recorded decision is refused
-before the task's body runs, through :meth:`RetryWindowPolicy.refuse_unrecorded_retry`.
+closes that path: a try that starts without our recorded decision is decided
+before the task's body runs, through :meth:`RetryWindowPolicy.decide_start`.
+
+When the outcome is unknown and the operator is a resumable job (Airflow's
+``ResumableJobMixin``), the policy first reads the job's status through the
+operator (:mod:`airflow_retrywindow.policies.reconcile`) and decides on what it
+found: reconnect to a running job, collect a succeeded one, or treat a failed one
+as the confirmed failure it is.
 """
 
 from __future__ import annotations
@@ -28,6 +34,13 @@ from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.policies.failures import RETRYABLE, UNKNOWN, Classifier, ExceptionSpec
+from airflow_retrywindow.policies.job_status import JobRead
+from airflow_retrywindow.policies.reconcile import (
+    DEFAULT_STATUS_READ_TIMEOUT,
+    StatusReader,
+    resumable,
+)
+from airflow_retrywindow.policies.try_start import RUN, StartVerdict
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline
@@ -41,6 +54,10 @@ log = logging.getLogger(__name__)
 
 #: decisions that let Airflow run the task again
 _RETRY = frozenset({"wait-backoff", "retry-eligible"})
+#: decisions on a job that a next try only reconnects to or collects from
+_RECONNECT_OR_COLLECT = frozenset({"observe-running", "validate-output"})
+#: the ``check`` of a decision taken when a try starts
+RETRY_START = "retry-start"
 _ON_ERROR = ("fail", "default")
 #: the reason when even describing an internal error failed
 _GATE_ERROR = "gate-error: the retry window could not be evaluated, so the retry is refused"
@@ -54,12 +71,42 @@ class Failure:
     :param subject: what failed, safe to store, e.g. ``"TimeoutError: no answer"``.
     :param try_number: the Airflow try the decision is recorded for.
     :param attempts: attempts of the window the model counts, the failed one included.
+    :param job: what the status read of a resumable job found, when one was read.
     """
 
     failure: str
     subject: str
     try_number: int
     attempts: int
+    job: JobRead | None = None
+
+    @property
+    def state(self) -> str:
+        """The state the model is given: the job's, once it was read."""
+        return self.job.model_state.value if self.job else self.failure
+
+    @property
+    def recorded_failure(self) -> str:
+        """The failure class kept: a job read to have failed is a confirmed, retryable one."""
+        return RETRYABLE if self.job and self.job.outcome.confirms_failure else self.failure
+
+    def finished_at(self, now: pendulum.DateTime) -> pendulum.DateTime | None:
+        """When the attempt ended, if that is known."""
+        if self.job is not None:
+            return pendulum.instance(self.job.finished_at) if self.job.finished_at else None
+        return None if self.failure == UNKNOWN else now
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What the model decided for one failure, with what Airflow is told.
+
+    :param airflow: the retry decision handed to Airflow at failure time.
+    :param start: what a starting try does, when the retry-start check decided.
+    """
+
+    airflow: RetryDecision
+    start: StartVerdict | None = None
 
 
 class RetryWindowPolicy(RetryPolicy):
@@ -90,6 +137,10 @@ class RetryWindowPolicy(RetryPolicy):
     :param jitter: lengthen each wait by up to this fraction of it (``0.2``: 0 to
         20 %), the same for a given try every time, never past ``max_retry_delay``.
         The model checks the lengthened wait against the deadline. Default 0 (off).
+    :param status_read_timeout: how long the one status read of a resumable job may
+        take before its outcome counts as unknown (default 30 s, at most 600 s).
+    :param failed_statuses: statuses of the operator's jobs that confirm a failure,
+        beyond the common ones (``error``, ``failed``, ``cancelled``, ...).
     """
 
     def __init__(
@@ -105,6 +156,8 @@ class RetryWindowPolicy(RetryPolicy):
         max_observation_age: timedelta | float = timedelta(seconds=60),
         on_error: str = "fail",
         jitter: float = 0.0,
+        status_read_timeout: timedelta | float = DEFAULT_STATUS_READ_TIMEOUT,
+        failed_statuses: Iterable[str] = (),
     ) -> None:
         self.deadline = Deadline.coerce(deadline)
         self.jitter = Jitter(jitter)
@@ -121,6 +174,9 @@ class RetryWindowPolicy(RetryPolicy):
         if on_error not in _ON_ERROR:
             raise ValueError(f"on_error must be 'fail' or 'default', got {on_error!r}")
         self.on_error = on_error
+        self.status_reader = StatusReader.of(
+            as_timedelta(status_read_timeout, "status_read_timeout"), failed_statuses
+        )
 
     def settings_of(self, task: Any) -> RetrySettings:
         """The task's retry settings as the model sees them; raises when it cannot."""
@@ -137,42 +193,62 @@ class RetryWindowPolicy(RetryPolicy):
         try:
             task = _task_of(context)
             settings = self.settings_of(task)
+            failure = self.classifier.classify(exception)
             failed = Failure(
-                failure=self.classifier.classify(exception),
+                failure=failure,
                 subject=describe_exception(exception),
                 try_number=try_number,
                 attempts=settings.attempts_in_window(try_number, max_tries),
+                job=self._read_job(task, context, try_number) if failure == UNKNOWN else None,
             )
-            return self._decide(failed, settings, context)
+            return self._decide(failed, settings, context).airflow
         except BaseException as error:
             # Airflow falls back to its own retries when a policy raises: never let it
             return self._cannot_evaluate(error, context, try_number)
 
-    def refuse_unrecorded_retry(self, context: Mapping[str, Any], previous_try: int) -> str:
-        """The reason to refuse a try that started without a decision of ours.
+    def decide_start(self, context: Mapping[str, Any], previous_try: int) -> StartVerdict:
+        """Decide whether a try that started without a handed-over decision may run.
 
-        The previous try ended without this policy deciding (its process was killed,
-        or the scheduler saw its heartbeat stop), so whether its remote effect
-        happened is unknown: the model answers ``reconcile-remote``. The decision is
-        kept as evidence like any other. Raises when it cannot evaluate.
+        The previous try ended without this policy handing it back to Airflow (its
+        process was killed, the scheduler saw its heartbeat stop), or was handed back
+        only to reconnect to or collect a job. For a resumable job the job's status is
+        read again first: the try runs when it only reconnects or collects, or when
+        the model allows a repeat of a confirmed failure now; it is rescheduled to the
+        end of the model's backoff; anything else is refused. Without a job to read,
+        the outcome is unknown: ``reconcile-remote``. The decision is kept as evidence
+        like any other. Raises when it cannot evaluate.
 
         :param context: the starting try's task context.
-        :param previous_try: the try that ended without a decision.
+        :param previous_try: the try whose outcome is being decided.
         """
         task = _task_of(context)
         settings = self.settings_of(task)
         ti = context["ti"]
+        job = self._read_job(task, context, previous_try) if resumable(task) else None
         failed = Failure(
             failure=UNKNOWN,
             subject=(
                 f"try {previous_try} ended without a retry decision (its process was "
-                "killed or lost its heartbeat); refused before the task's code ran"
+                "killed or lost its heartbeat); decided before the task's code ran"
+                if job is None
+                else f"try {previous_try} of a resumable job, decided before the task's code ran"
             ),
             try_number=int(ti.try_number),
             attempts=settings.attempts_in_window(previous_try, int(ti.max_tries)),
+            job=job,
         )
-        decision = self._decide(failed, settings, context, check="retry-start")
-        return decision.reason or _GATE_ERROR
+        verdict = self._decide(failed, settings, context, check=RETRY_START).start
+        if verdict is None:  # only a failure-time decision comes without one
+            raise RuntimeError("the retry-start decision gave no verdict")
+        return verdict
+
+    def _read_job(self, task: Any, context: Mapping[str, Any], failed_try: int) -> JobRead | None:
+        """The status of a resumable task's job: one read, before the model decides."""
+        if not resumable(task):
+            return None
+        job = self.status_reader.read(task, context, failed_try)
+        log.info("Retry window reconciliation of try %s: %s", failed_try, job.describe())
+        return job
 
     def _decide(
         self,
@@ -181,16 +257,16 @@ class RetryWindowPolicy(RetryPolicy):
         context: Mapping[str, Any],
         *,
         check: str = "retry-policy",
-    ) -> RetryDecision:
+    ) -> Decided:
         now = pendulum.now("UTC")
         due = self.deadline.resolve(context)
         settings, spread = self._spread(settings, failed, context)
         facts = TaskFacts(
             task_id=settings.task_id,
-            state=failed.failure,
+            state=failed.state,
             attempts=failed.attempts,
-            observed_at=now,
-            finished_at=None if failed.failure == UNKNOWN else now,
+            observed_at=pendulum.instance(failed.job.read_at) if failed.job else now,
+            finished_at=failed.finished_at(now),
             work=self.work,
         )
         fixture = ClockedFixture.build(
@@ -208,9 +284,18 @@ class RetryWindowPolicy(RetryPolicy):
             task=fixture.payload["tasks"][0],
             payload=fixture.payload,
             clock=fixture.clock,
-            subject=failed.subject,
+            subject=f"{failed.job.describe()}; {failed.subject}" if failed.job else failed.subject,
         )
-        decision = _airflow_decision(entry, text)
+        decision = _airflow_decision(entry, text, failed.job)
+        start = None
+        if check == RETRY_START:
+            at = entry.get("earliestStart")
+            start = StartVerdict.of(
+                str(entry["decision"]),
+                text,
+                fixture.clock.at(int(at)) if at is not None else None,
+                failed.job,
+            )
         self._keep_evidence(
             context,
             evidence.record(
@@ -219,19 +304,22 @@ class RetryWindowPolicy(RetryPolicy):
                 result=result,
                 task_ids=fixture.task_ids,
                 try_number=failed.try_number,
-                failure=failed.failure,
+                failure=failed.recorded_failure,
                 reason=text,
-                action=decision.action.value,
+                action=start.action if start else decision.action.value,
                 extra={
                     "deadline": self.deadline.describe(),
                     "deadlineAt": due.isoformat(),
                     "check": check,
                     **spread,
+                    **({"reconciliation": failed.job.as_dict()} if failed.job else {}),
                 },
             ),
         )
-        metrics.policy_decided(context, entry, fixture.payload, by=check, failure=failed.failure)
-        return decision
+        metrics.policy_decided(
+            context, entry, fixture.payload, by=check, failure=failed.recorded_failure
+        )
+        return Decided(airflow=decision, start=start)
 
     def _spread(
         self, settings: RetrySettings, failed: Failure, context: Mapping[str, Any]
@@ -259,7 +347,8 @@ class RetryWindowPolicy(RetryPolicy):
                 # the latest decision as XCom too: a gate reads every target's in one request
                 ti.xcom_push(key=evidence.EVIDENCE_KEY, value=entry)
                 # the class in the key: the API lists keys, not values, in one request
-                if entry.get("failure") is not None:
+                # a try that runs because it only reconnects or collects has not failed
+                if entry.get("failure") is not None and entry.get("action") != RUN:
                     key = evidence.failure_key(entry["failure"])
                     ti.xcom_push(key=key, value=entry["tryNumber"])
         except Exception:
@@ -307,12 +396,17 @@ class RetryWindowPolicy(RetryPolicy):
             "max_observation_age": self.max_observation_age,
             "on_error": self.on_error,
             "jitter": self.jitter.fraction,
+            "status_read_timeout": self.status_reader.timeout.total_seconds(),
+            "failed_statuses": list(self.status_reader.failed_statuses),
             **self.classifier.describe(),
         }
 
 
-def _airflow_decision(entry: Mapping[str, Any], text: str) -> RetryDecision:
+def _airflow_decision(entry: Mapping[str, Any], text: str, job: JobRead | None) -> RetryDecision:
     decision = entry["decision"]
+    if job is not None and job.allows and decision in _RECONNECT_OR_COLLECT:
+        # the next try submits nothing: it reconnects to the job or collects its result
+        return RetryDecision.retry(delay=timedelta(0), reason=text)
     if decision not in _RETRY:
         return RetryDecision.fail(reason=text)
     # hand Airflow the model's own delay: its jittered backoff is not what we checked

@@ -5,14 +5,20 @@ that process dies (SIGKILL, the OOM killer, a lost node or pod) or the scheduler
 sees its heartbeat stop, Airflow schedules the retry on its own and the policy is
 never asked. This check runs first in every try of a gated task, before the
 task's own code: a try of the current window whose previous try left no decision
-of ours handing it back to Airflow is refused (``reconcile-remote``), recorded as
-evidence, and failed without further automatic retries.
+of ours handing it back to Airflow is decided by the model first, recorded as
+evidence, and runs, waits (rescheduled, same try) or is failed without further
+automatic retries. For a resumable job (Airflow's ``ResumableJobMixin``) the job's
+status is read once through the operator before deciding, so a try that only
+reconnects to a running job, or collects a succeeded one, runs; without a job to
+read, the outcome is unknown (``reconcile-remote``).
 
 The provider's cluster policy installs it on every task with a
 ``RetryWindowPolicy``, on the DAG processor and in the worker alike, so DAG
 authors write nothing. The first try of a window (the first run, or a manual
 clear, which is a person's decision) is never refused. It costs one read of the
-task state store per try start, and none on a window's first try. Airflow keeps
+task state store per try start, and none on a window's first try, except for a
+resumable job, whose every try keeps the job id it started with (one read and
+one write). Airflow keeps
 that store per task instance, map index included, so each map index of a mapped
 task is checked against its own decisions.
 """
@@ -25,6 +31,14 @@ from typing import Any
 
 from airflow_retrywindow import metrics
 from airflow_retrywindow.policies import evidence
+from airflow_retrywindow.policies.reconcile import resumable
+from airflow_retrywindow.policies.try_start import (
+    REFUSE,
+    RESCHEDULE,
+    SUBMIT,
+    StartVerdict,
+    mark_start,
+)
 from airflow_retrywindow.redaction import describe_exception
 
 log = logging.getLogger(__name__)
@@ -42,31 +56,60 @@ class RetryStartCheck:
         self.then = then
 
     def __call__(self, context: Mapping[str, Any]) -> None:
-        refusal = self.refusal(context)
-        if refusal is not None:
+        verdict = self.verdict(context)
+        if verdict is not None and verdict.action == RESCHEDULE:
+            from airflow.sdk.exceptions import AirflowRescheduleException
+
+            # the same try starts again at the end of the model's backoff
+            raise AirflowRescheduleException(verdict.start_at)  # type: ignore[no-untyped-call]
+        if verdict is not None and verdict.action == REFUSE:
             metrics.retry_start_refused(context)
             from airflow.sdk.exceptions import AirflowFailException
 
             # fails the try at once, without the retry policy and without retries
-            raise AirflowFailException(refusal)
+            raise AirflowFailException(verdict.reason)
         if self.then is not None:
             self.then(context)
 
     def refusal(self, context: Mapping[str, Any]) -> str | None:
-        """Why this try may not run, or ``None`` when it may."""
+        """Why this try may not run now, or ``None`` when it may."""
+        verdict = self.verdict(context)
+        return (
+            None
+            if verdict is None or verdict.action not in (REFUSE, RESCHEDULE)
+            else verdict.reason
+        )
+
+    def verdict(self, context: Mapping[str, Any]) -> StartVerdict | None:
+        """What this try does: ``None`` runs it as decided before, else the new verdict."""
         task, ti = context["task"], context["ti"]
         policy = task.retry_policy
         try:
+            try_number = int(ti.try_number)
             previous = _previous_try_of_window(policy, task, ti)
-            if previous is None:
+            history = context["task_state_store"].get(evidence.EVIDENCE_KEY) if previous else None
+            permission = (
+                evidence.start_permission(history, try_number) if previous else evidence.DECIDED
+            )
+            if permission == evidence.STARTED:
                 return None
-            history = context["task_state_store"].get(evidence.EVIDENCE_KEY)
-            if evidence.allows_next_try(history, int(ti.try_number)):
+            if permission == evidence.DECIDED:
+                self._mark(context, try_number, SUBMIT)
                 return None
-            return policy.refuse_unrecorded_retry(context, previous)  # type: ignore[no-any-return]
+            verdict: StartVerdict = policy.decide_start(context, previous)
+            if verdict.action not in (REFUSE, RESCHEDULE):
+                self._mark(context, try_number, verdict.expects)
+            return verdict
         except Exception as error:
             metrics.gate_error(context, by=metrics.RETRY_START)
-            return self._cannot_check(policy, error)
+            refusal = self._cannot_check(policy, error)
+            return None if refusal is None else StartVerdict(REFUSE, refusal)
+
+    @staticmethod
+    def _mark(context: Mapping[str, Any], try_number: int, expects: str) -> None:
+        task = context["task"]
+        if resumable(task):
+            mark_start(task, context["task_state_store"], try_number, expects)
 
     @staticmethod
     def _cannot_check(policy: Any, error: Exception) -> str | None:

@@ -1,0 +1,299 @@
+"""What one read of a remote job's status tells the model, and nothing more.
+
+A resumable-job operator (Airflow's ``ResumableJobMixin``) keeps its remote job's
+id in the task state store and answers three questions about a status: is the
+job active, did it succeed, and (by elimination) did it fail. The gate asks them
+once, through the operator's own methods, to turn an unknown outcome into a
+known one. This module maps the answer onto the model without loosening it:
+
+* an active job is ``running``: the next try reconnects to it and submits nothing;
+* a succeeded job is ``succeeded``: the next try only collects its result, and the
+  output still needs validation;
+* a failed job (or one the service does not know) is a confirmed, ``retryable``
+  failure that ended no later than the first read that saw it: the model decides
+  backoff, deadline, attempts and ``safe_repeat`` as for any retryable failure;
+* anything else (a status the operator's predicates do not classify and we do not
+  know as a failure, a read that failed, no stored id) stays ``unknown``.
+
+The three questions of a lost confirmation are kept apart in the record: did the
+request reach the service, did the job finish, and what still needs validation.
+Pure: no Airflow import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+import pendulum
+
+from airflow_retrywindow.model import TaskState
+from airflow_retrywindow.redaction import safe_text
+
+#: the task state store key of the try-start marker (see :class:`TryStart`)
+TRY_START_KEY = "retry_window.try_start"
+#: statuses that confirm a failure, compared without case, ``-`` or spaces. An operator
+#: classifies every status that is neither active nor succeeded as a failure and resubmits;
+#: the gate trusts only these, and treats any other status as unknown.
+FAILED_STATUSES = frozenset(
+    {
+        "error",
+        "errored",
+        "failed",
+        "failure",
+        "cancelled",
+        "canceled",
+        "aborted",
+        "killed",
+        "stopped",
+        "terminated",
+        "timeout",
+        "timedout",
+        "timed_out",
+        "internal_error",
+        "expired",
+        "lost",
+    }
+)
+#: statuses saying the service does not know the job id
+NOT_FOUND_STATUSES = frozenset({"not_found", "notfound", "missing", "unknown_job"})
+#: the longest id or status text kept
+_MAX_TEXT = 200
+
+
+class JobOutcome(str, Enum):
+    """What one status read found."""
+
+    ACTIVE = "active"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    NOT_FOUND = "not-found"
+    UNKNOWN = "unknown"
+    NO_ID = "no-id"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def confirms_failure(self) -> bool:
+        """Whether the job is known to have ended without its result."""
+        return self is JobOutcome.FAILED or self is JobOutcome.NOT_FOUND
+
+    @property
+    def model_state(self) -> TaskState:
+        """The state the model is given for the attempt behind this job."""
+        return _STATES[self]
+
+
+_STATES = {
+    JobOutcome.ACTIVE: TaskState.RUNNING,
+    JobOutcome.SUCCEEDED: TaskState.SUCCEEDED,
+    JobOutcome.FAILED: TaskState.RETRYABLE,
+    JobOutcome.NOT_FOUND: TaskState.RETRYABLE,
+    JobOutcome.UNKNOWN: TaskState.UNKNOWN,
+    JobOutcome.NO_ID: TaskState.UNKNOWN,
+}
+#: what a next try may do because of the job's state, with no decision on a repeat
+_ALLOWS = {JobOutcome.ACTIVE: "reconnect", JobOutcome.SUCCEEDED: "collect"}
+
+
+def _normal(status: str) -> str:
+    return status.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def classify_status(
+    status: str, *, active: bool, succeeded: bool, failed: Iterable[str] = ()
+) -> JobOutcome:
+    """The outcome of a status, from the operator's own predicates first.
+
+    :param status: the raw status the operator's ``get_job_status`` returned.
+    :param active: what the operator's ``is_job_active`` said of it.
+    :param succeeded: what the operator's ``is_job_succeeded`` said of it.
+    :param failed: more statuses that confirm a failure for this operator.
+    """
+    if active and succeeded:
+        return JobOutcome.UNKNOWN  # the operator contradicts itself: trust neither
+    if active:
+        return JobOutcome.ACTIVE
+    if succeeded:
+        return JobOutcome.SUCCEEDED
+    normal = _normal(status)
+    if normal in NOT_FOUND_STATUSES:
+        return JobOutcome.NOT_FOUND
+    if normal in FAILED_STATUSES or normal in {_normal(s) for s in failed}:
+        return JobOutcome.FAILED
+    return JobOutcome.UNKNOWN
+
+
+@dataclass(frozen=True)
+class JobRead:
+    """One read of a remote job's status, kept as evidence.
+
+    :param key: the operator's ``external_id_key`` in the task state store.
+    :param job_id: the stored job id, ``None`` when there was none to read.
+    :param outcome: what the read found.
+    :param read_at: when it was read (or tried).
+    :param status: the raw status, when the read answered.
+    :param failed_since: for a failure, the first read that saw this job failed;
+        the failure ended no later than that.
+    :param why: for an unknown outcome, why it stays unknown (safe to store).
+    """
+
+    key: str
+    job_id: str | None
+    outcome: JobOutcome
+    read_at: datetime
+    status: str | None = None
+    failed_since: datetime | None = None
+    why: str | None = None
+
+    @property
+    def model_state(self) -> TaskState:
+        """The state the model is given for the attempt behind this job."""
+        return self.outcome.model_state
+
+    @property
+    def finished_at(self) -> datetime | None:
+        """When the attempt ended, no later than: ``None`` while it is not confirmed."""
+        if self.outcome.confirms_failure:
+            return self.failed_since or self.read_at
+        if self.outcome is JobOutcome.SUCCEEDED:
+            return self.read_at
+        return None
+
+    @property
+    def allows(self) -> str | None:
+        """``"reconnect"`` or ``"collect"``: what a next try does without repeating the work."""
+        return _ALLOWS.get(self.outcome)
+
+    @property
+    def reached_service(self) -> bool | None:
+        """Did the request reach the service? ``None`` when the read cannot tell."""
+        if self.outcome is JobOutcome.NOT_FOUND:
+            return False  # or it went to another project or location: not proof
+        if self.outcome in (JobOutcome.UNKNOWN, JobOutcome.NO_ID):
+            return None
+        return True
+
+    @property
+    def finished(self) -> bool | None:
+        """Did the job finish? ``None`` when the read cannot tell."""
+        if self.outcome is JobOutcome.ACTIVE:
+            return False
+        if self.outcome in (JobOutcome.SUCCEEDED, JobOutcome.FAILED):
+            return True
+        return None
+
+    @property
+    def to_validate(self) -> str | None:
+        """What must still be checked before the delivery is called done."""
+        job = f"job {self.job_id}"
+        if self.outcome is JobOutcome.SUCCEEDED:
+            return f"the output of {job}: DONE is not a correct result"
+        if self.outcome is JobOutcome.ACTIVE:
+            return f"the output of {job} once it ends"
+        if self.outcome is JobOutcome.NOT_FOUND:
+            return f"that no job ran under another id, project or location than {job}"
+        if self.outcome in (JobOutcome.UNKNOWN, JobOutcome.NO_ID):
+            return "whether any job of the try ran, and what it wrote"
+        return None
+
+    def describe(self) -> str:
+        """One clause for the decision's reason."""
+        job = f"job {self.job_id}"
+        texts = {
+            JobOutcome.ACTIVE: f"{job} is {self.status}: the next try reconnects to {job}, "
+            "submits nothing",
+            JobOutcome.SUCCEEDED: f"{job} is {self.status}: the next try only collects "
+            "its result; the output still needs validation",
+            JobOutcome.FAILED: f"{job} is {self.status}: a confirmed failure",
+            JobOutcome.NOT_FOUND: f"{job} is {self.status}: the service does not know it, "
+            "so the request may never have reached it",
+            JobOutcome.UNKNOWN: f"the status of {job} stays unknown ({self.why})",
+            JobOutcome.NO_ID: f"nothing to reconcile: {self.why}",
+        }
+        return texts[self.outcome]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The read as stored in the evidence; ids and statuses are masked text."""
+        return {
+            "externalIdKey": self.key,
+            "externalId": _text(self.job_id),
+            "status": _text(self.status),
+            "readAt": pendulum.instance(self.read_at).in_tz("UTC").isoformat(),
+            "outcome": self.outcome.value,
+            "reachedService": self.reached_service,
+            "finished": self.finished,
+            "toValidate": _text(self.to_validate),
+            "allows": self.allows,
+            "failedSince": (
+                pendulum.instance(self.failed_since).in_tz("UTC").isoformat()
+                if self.failed_since
+                else None
+            ),
+            "error": self.why,
+        }
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else safe_text(value, limit=_MAX_TEXT)
+
+
+def first_seen_failed(history: object, job_id: str) -> datetime | None:
+    """The earliest stored read that saw ``job_id`` failed or not found, if any.
+
+    A failure ended no later than the first read that saw it; reading it again
+    later must not move its end, or a backoff would never run out.
+    """
+    decisions = history.get("decisions") if isinstance(history, Mapping) else None
+    seen: list[datetime] = []
+    for entry in decisions if isinstance(decisions, list) else []:
+        read = entry.get("reconciliation") if isinstance(entry, Mapping) else None
+        if not isinstance(read, Mapping) or read.get("externalId") != safe_text(job_id):
+            continue
+        if read.get("outcome") not in (JobOutcome.FAILED.value, JobOutcome.NOT_FOUND.value):
+            continue
+        try:
+            seen.append(pendulum.parse(str(read.get("failedSince") or read.get("readAt"))))  # type: ignore[arg-type]
+        except (ValueError, TypeError):
+            continue
+    return min(seen) if seen else None
+
+
+@dataclass(frozen=True)
+class TryStart:
+    """What a try of a resumable task found when it started, kept in the task state store.
+
+    A try that is expected to submit must store a new job id; when the id is the
+    one it started with, it may have submitted a job whose id was never stored
+    (the window Airflow's mixin documents), so its outcome stays unknown.
+
+    :param try_number: the try.
+    :param job_id: the stored job id when it started, if any.
+    :param expects: ``"submit"``, ``"reconnect"`` or ``"collect"``.
+    """
+
+    try_number: int
+    job_id: str | None
+    expects: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """As stored under :data:`TRY_START_KEY`."""
+        return {"tryNumber": self.try_number, "externalId": self.job_id, "expects": self.expects}
+
+    @classmethod
+    def of(cls, stored: object) -> TryStart | None:
+        """The marker stored under :data:`TRY_START_KEY`, or ``None`` when it is not one."""
+        if not isinstance(stored, Mapping):
+            return None
+        number, job_id, expects = (
+            stored.get("tryNumber"),
+            stored.get("externalId"),
+            stored.get("expects"),
+        )
+        if not isinstance(number, int) or expects not in ("submit", "reconnect", "collect"):
+            return None
+        return cls(number, None if job_id is None else str(job_id), str(expects))

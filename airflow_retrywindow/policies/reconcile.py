@@ -1,0 +1,158 @@
+"""Read a resumable job's status through its operator, once, before deciding.
+
+Airflow 3.3's ``ResumableJobMixin`` keeps the remote job's id in the task state
+store under the operator's ``external_id_key``, and on the next try asks the
+remote system for that job's status before it submits anything. The gate asks the
+same question first, through the operator's own ``get_job_status``,
+``is_job_active`` and ``is_job_succeeded``, so the model decides on what the job
+really did. The read never submits, cancels or polls; it has its own timeout,
+and any error leaves the outcome unknown (fail closed).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+
+from airflow_retrywindow.policies.evidence import EVIDENCE_KEY
+from airflow_retrywindow.policies.job_status import (
+    TRY_START_KEY,
+    JobOutcome,
+    JobRead,
+    TryStart,
+    classify_status,
+    first_seen_failed,
+)
+from airflow_retrywindow.redaction import describe_exception
+
+log = logging.getLogger(__name__)
+
+#: the status read's own timeout when the DAG author sets none
+DEFAULT_STATUS_READ_TIMEOUT = timedelta(seconds=30)
+
+
+def resumable(task: Any) -> bool:
+    """Whether ``task`` keeps its remote job's id for the next try (a durable resumable job)."""
+    try:
+        from airflow.sdk import ResumableJobMixin
+    except ImportError:  # an Airflow without AIP-103 has no such operators
+        return False
+    return isinstance(task, ResumableJobMixin) and bool(getattr(task, "durable", True))
+
+
+@dataclass(frozen=True)
+class StatusReader:
+    """Reads the status of a resumable task's stored job, once, within ``timeout``.
+
+    :param timeout: how long the read may take; later it counts as unknown.
+    :param failed_statuses: more statuses that confirm a failure for these operators.
+    """
+
+    timeout: timedelta = DEFAULT_STATUS_READ_TIMEOUT
+    failed_statuses: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, timeout: timedelta, failed_statuses: Iterable[str]) -> StatusReader:
+        """Check the arguments the DAG author gave the policy."""
+        if not timedelta(0) < timeout <= timedelta(minutes=10):
+            raise ValueError(
+                f"status_read_timeout must be more than 0 s and at most 600 s, got {timeout}; "
+                "the read runs while the gate decides, so keep it short"
+            )
+        statuses = (failed_statuses,) if isinstance(failed_statuses, str) else failed_statuses
+        listed = tuple(statuses)
+        if not all(isinstance(s, str) and s.strip() for s in listed):
+            raise ValueError(
+                f"failed_statuses must be a list of non-empty status strings, got {listed!r}"
+            )
+        return cls(timeout=timeout, failed_statuses=listed)
+
+    def read(self, task: Any, context: Mapping[str, Any], failed_try: int) -> JobRead:
+        """The status of the job that try ``failed_try`` left behind.
+
+        :param task: the operator (a ``ResumableJobMixin``).
+        :param context: the task context of the try that decides.
+        :param failed_try: the try whose outcome is being reconciled.
+        """
+        key = str(task.external_id_key)
+        store = context["task_state_store"]
+        job_id = store.get(key)
+        unread = self._unreadable(job_id, TryStart.of(store.get(TRY_START_KEY)), failed_try)
+        if unread is not None:
+            return JobRead(key, _id_text(job_id), JobOutcome.NO_ID, pendulum.now("UTC"), why=unread)
+        read_at = pendulum.now("UTC")
+        try:
+            status = self._status(task, job_id, context)
+            outcome = classify_status(
+                status,
+                active=bool(task.is_job_active(status)),
+                succeeded=bool(task.is_job_succeeded(status)),
+                failed=self.failed_statuses,
+            )
+        except Exception as error:
+            log.warning("Could not read the status of job %s: %s", job_id, error)
+            return JobRead(key, str(job_id), JobOutcome.UNKNOWN, read_at, why=_why(error))
+        since = None
+        if outcome.confirms_failure:
+            since = first_seen_failed(store.get(EVIDENCE_KEY), str(job_id))
+        return JobRead(
+            key,
+            str(job_id),
+            outcome,
+            read_at,
+            status=status,
+            failed_since=since,
+            why=None if outcome is not JobOutcome.UNKNOWN else _unclassified(status),
+        )
+
+    @staticmethod
+    def _unreadable(job_id: object, started: TryStart | None, failed_try: int) -> str | None:
+        """Why there is no job to read for ``failed_try``, or ``None`` when there is."""
+        if job_id in (None, ""):
+            return "no job id is stored, so a job may have been submitted whose id was never kept"
+        if started is None or started.try_number != failed_try:
+            return f"try {failed_try} left no record of the job id it started with"
+        if started.expects == "submit" and started.job_id == str(job_id):
+            return (
+                f"try {failed_try} stored no new job id: it may have submitted a job whose id "
+                "was never kept"
+            )
+        return None
+
+    def _status(self, task: Any, job_id: object, context: Mapping[str, Any]) -> str:
+        # a thread, so a hanging service cannot hold the decision past the timeout
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="retry-window-read")
+        try:
+            future = pool.submit(task.get_job_status, job_id, context)
+            try:
+                status = future.result(timeout=self.timeout.total_seconds())
+            except concurrent.futures.TimeoutError:
+                raise TimeoutError(
+                    f"no status within {self.timeout.total_seconds():g} s (status_read_timeout)"
+                ) from None
+        finally:
+            pool.shutdown(wait=False)
+        if not isinstance(status, str):
+            raise TypeError(f"get_job_status returned {type(status).__name__}, not a status string")
+        return status
+
+
+def _id_text(job_id: object) -> str | None:
+    return None if job_id in (None, "") else str(job_id)
+
+
+def _why(error: BaseException) -> str:
+    return f"the read failed: {describe_exception(error)}"
+
+
+def _unclassified(status: str) -> str:
+    return (
+        f"status {status!r} is neither active nor succeeded for the operator, and not a "
+        "known failure; add it to failed_statuses if it confirms one"
+    )

@@ -1,0 +1,82 @@
+"""What the retry-start check does with a try, once the model has decided.
+
+A try that starts without a decision handing it back to Airflow is decided before
+its code runs (:meth:`RetryWindowPolicy.decide_start`). The model's answer becomes
+one of three things: the try runs, it is rescheduled to the end of the model's
+backoff (same try number), or it is refused. A running resumable job only takes
+reconnecting, a succeeded one only collecting its result: those tries run
+because they repeat nothing. Pure: no Airflow import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_retrywindow.policies.job_status import TRY_START_KEY, JobRead, TryStart
+
+RUN = "run"
+RESCHEDULE = "reschedule"
+REFUSE = "fail"
+#: what a try is expected to do with the remote job
+SUBMIT = "submit"
+
+
+@dataclass(frozen=True)
+class StartVerdict:
+    """Whether a starting try runs, waits or is refused, and why.
+
+    :param action: ``"run"``, ``"reschedule"`` or ``"fail"``, as kept in the evidence.
+    :param reason: the decision's reason.
+    :param start_at: when a rescheduled try may start.
+    :param expects: what a running try does with the job: submit, reconnect or collect.
+    """
+
+    action: str
+    reason: str
+    start_at: datetime | None = None
+    expects: str = SUBMIT
+
+    @classmethod
+    def of(
+        cls, decision: str, reason: str | None, start_at: datetime | None, job: JobRead | None
+    ) -> StartVerdict:
+        """The verdict for the model's ``decision`` on the previous try.
+
+        :param decision: the model's decision, e.g. ``"wait-backoff"``.
+        :param reason: its reason.
+        :param start_at: the model's earliest start, for scheduled decisions.
+        :param job: what the status read found, when a job was read.
+        """
+        text = reason or decision
+        if job is not None and job.allows and decision in _REPEATS_NOTHING:
+            return cls(RUN, text, expects=job.allows)
+        if decision == "retry-eligible":
+            return cls(RUN, text)
+        if decision == "wait-backoff" and start_at is not None:
+            return cls(RESCHEDULE, text, start_at=start_at)
+        return cls(REFUSE, text)
+
+
+#: decisions under which a try only reconnects to or collects from an existing job
+_REPEATS_NOTHING = frozenset({"observe-running", "validate-output"})
+
+
+def mark_start(task: Any, store: Any, try_number: int, expects: str) -> None:
+    """Keep the job id a resumable task's try starts with, once per try.
+
+    A try resumed after deferral keeps its first marker: the job id it started
+    with is the one that tells whether it stored a new one.
+
+    :param task: a resumable-job operator.
+    :param store: the try's task state store.
+    :param try_number: the starting try.
+    :param expects: what the try does with the job: submit, reconnect or collect.
+    """
+    marked = TryStart.of(store.get(TRY_START_KEY))
+    if marked is not None and marked.try_number == try_number:
+        return
+    job_id = store.get(str(task.external_id_key))
+    marker = TryStart(try_number, None if job_id in (None, "") else str(job_id), expects)
+    store.set(TRY_START_KEY, marker.as_dict())
