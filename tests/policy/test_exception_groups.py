@@ -7,7 +7,9 @@ deep to read to the end.
 
 from __future__ import annotations
 
+import builtins
 import sys
+from typing import Any
 
 import pytest
 
@@ -23,6 +25,9 @@ from airflow_retrywindow.policies.failures import (
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="ExceptionGroup is 3.11+")
 
 classify = Classifier.of(unknown=[TimeoutError]).classify
+#: built in from Python 3.11 (the tests are skipped before)
+ExceptionGroup: Any = getattr(builtins, "ExceptionGroup", None)
+BaseExceptionGroup: Any = getattr(builtins, "BaseExceptionGroup", None)
 
 
 def test_an_unknown_outcome_inside_a_group_is_unknown() -> None:

@@ -147,7 +147,7 @@ def test_a_confirmed_failure_not_claimed_safe_to_repeat_is_refused() -> None:
     task = job_operator(jobs, policy(safe_repeat=False))
     lost_after_submit(task, store)
     jobs.statuses["load_a1"] = "FAILED"
-    with pytest.raises(AirflowFailException, match="^reconcile-effects"):
+    with pytest.raises(AirflowFailException, match=r"^reconcile-effects"):
         start(task, store, 2)
     assert latest(store)["action"] == "fail"
     assert jobs.calls["submit"] == 1
@@ -158,7 +158,7 @@ def test_a_job_the_service_does_not_know_is_a_failure_that_may_not_have_reached_
     task = job_operator(jobs, policy(safe_repeat=False))
     lost_after_submit(task, store)
     del jobs.statuses["load_a1"]
-    with pytest.raises(AirflowFailException, match="^reconcile-effects"):
+    with pytest.raises(AirflowFailException, match=r"^reconcile-effects"):
         start(task, store, 2)
     job = latest(store)["reconciliation"]
     assert (job["outcome"], job["reachedService"], job["finished"]) == ("not-found", False, None)
@@ -168,7 +168,7 @@ def test_no_stored_job_id_leaves_the_outcome_unknown() -> None:
     jobs, store = Jobs(), Store()
     task = job_operator(jobs, policy())
     start(task, store, 1)  # the worker is lost before the mixin stored any id
-    with pytest.raises(AirflowFailException, match="^reconcile-remote"):
+    with pytest.raises(AirflowFailException, match=r"^reconcile-remote"):
         start(task, store, 2)
     job = latest(store)["reconciliation"]
     assert (job["outcome"], job["externalId"]) == ("no-id", None)
@@ -182,7 +182,7 @@ def test_a_try_that_stored_no_new_id_may_have_submitted_one_never_kept() -> None
     jobs.statuses["load_a1"] = "FAILED"
     waited_out(task, store, 2)  # decided: the repeat may run, and would store load_a2
     # ... but try 2's worker is lost after submitting, before it stored the new id
-    with pytest.raises(AirflowFailException, match="^reconcile-remote"):
+    with pytest.raises(AirflowFailException, match=r"^reconcile-remote"):
         start(task, store, 3)
     job = latest(store)["reconciliation"]
     assert job["outcome"] == "no-id"
@@ -198,7 +198,7 @@ def test_a_read_that_fails_or_hangs_leaves_the_outcome_unknown(broken: object, w
     task = job_operator(jobs, policy(status_read_timeout=0.5))
     lost_after_submit(task, store)
     jobs.broken = broken  # type: ignore[assignment]
-    with pytest.raises(AirflowFailException, match="^reconcile-remote"):
+    with pytest.raises(AirflowFailException, match=r"^reconcile-remote"):
         start(task, store, 2)
     job = latest(store)["reconciliation"]
     assert job["outcome"] == "unknown"
@@ -210,7 +210,7 @@ def test_a_status_the_operator_does_not_classify_is_unknown_unless_listed() -> N
     task = job_operator(jobs, policy(), retry_delay=1)
     lost_after_submit(task, store)
     jobs.statuses["load_a1"] = "QUARANTINED"
-    with pytest.raises(AirflowFailException, match="^reconcile-remote"):
+    with pytest.raises(AirflowFailException, match=r"^reconcile-remote"):
         start(task, store, 2)
     assert "QUARANTINED" in latest(store)["reconciliation"]["error"]
     listed = job_operator(jobs, policy(failed_statuses=["quarantined"]), retry_delay=1)
@@ -246,7 +246,7 @@ def test_a_job_that_failed_after_a_reconnect_decision_is_decided_again_at_start(
     task.execute(ctx)
     task.retry_policy.evaluate(OutcomeUnknown("lost answer"), 1, 3, ctx)
     jobs.statuses["load_a1"] = "FAILED"  # ended between the decision and the next try
-    with pytest.raises(AirflowFailException, match="^reconcile-effects"):
+    with pytest.raises(AirflowFailException, match=r"^reconcile-effects"):
         start(task, store, 2)
     assert jobs.calls["submit"] == 1
 
