@@ -10,5 +10,6 @@ entry points as modules from the repository root, as the Makefile does:
 
 :mod:`devstack.stack` starts and stops the services; :mod:`devstack.example`
 holds what the example DAG must do on each kind of day. The end-to-end tests
-import both.
+import both. :mod:`devstack.job_service` is a stand-in remote job service that
+counts submissions, for resumable operators.
 """

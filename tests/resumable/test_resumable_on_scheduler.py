@@ -1,0 +1,357 @@
+"""A resumable operator (Airflow's ``ResumableJobMixin``) on a real scheduler, gated and plain.
+
+Each run's one task submits a job to the stand-in job service
+(``devstack/job_service.py``), which counts submissions: one submission is a
+reconnect, two is a repeat (wanted or a duplicate). The try-1 faults come from
+the run's conf: the task process SIGKILLed while its job runs, or right after
+the job was submitted and before its id was stored.
+
+The ``rw_plain_*`` runs are the baseline: the same operator with Airflow's own
+retries, which cannot tell a job that is still running from one whose id was
+never stored. The ``rw_resumable_*`` runs carry a ``RetryWindowPolicy``: each
+retry is decided on one status read of the stored job, kept as evidence.
+
+One stack (API server, scheduler, DAG processor; LocalExecutor) and one job
+service serve the whole module; every run is triggered as soon as both are up,
+so the runs overlap and each test waits for its own.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devstack.job_service import FAILED, JobService, Script, Step, job_service
+from devstack.stack import AirflowStack, sqlite_stack
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+DAGS = Path(__file__).with_name("dags")
+DAG_FILES = ("stand_in_job_operator.py", "rw_resumable_jobs.py")
+SERVICES = ("api-server", "scheduler", "dag-processor")
+HOUR = 3600
+#: the scheduler fails a running try that has not heartbeaten for this long (default 300 s)
+HEARTBEAT_TIMEOUT = 15
+TASK_ID = "job"
+EVIDENCE_KEY = "retry_window.evidence"
+JOB_ID_KEY = "stand_in_job_id"
+RUN_TIMEOUT = 240
+KILL_DURING_POLL = "kill-during-poll"
+KILL_AFTER_SUBMIT = "kill-after-submit"
+
+#: what the service's jobs do, per scenario; the n-th submission of a run plays step n
+SCENARIOS = {
+    # outlives the killed try and the start of its retry: the retry finds it running
+    "runs-40s": Script((Step(running=40),)),
+    # ends FAILED long before the killed try's retry starts; a repeat works
+    "fails-then-done": Script((Step(running=1.5, ends=FAILED), Step(running=3))),
+    "runs-10s": Script((Step(running=10),)),
+    "always-fails": Script((Step(running=1, ends=FAILED),)),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One DAG run: what its job does, what goes wrong on try 1, its deadline."""
+
+    dag_id: str
+    scenario: str
+    fault: str | None = None
+    deadline_in: int = HOUR
+
+
+CASES = (
+    Case("rw_resumable_killed_running", "runs-40s", KILL_DURING_POLL),
+    Case("rw_resumable_lost_then_failed_safe", "fails-then-done", KILL_DURING_POLL),
+    Case("rw_resumable_lost_then_failed_unsafe", "fails-then-done", KILL_DURING_POLL),
+    Case("rw_resumable_lost_before_id", "runs-10s", KILL_AFTER_SUBMIT),
+    # one attempt takes 65 s with its validation: a retry cannot end before the deadline
+    Case("rw_resumable_deadline", "always-fails", deadline_in=30),
+    Case("rw_plain_killed_running", "runs-40s", KILL_DURING_POLL),
+    Case("rw_plain_lost_then_failed", "fails-then-done", KILL_DURING_POLL),
+    Case("rw_plain_lost_before_id", "runs-10s", KILL_AFTER_SUBMIT),
+    Case("rw_plain_deadline", "always-fails", deadline_in=30),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One triggered DAG run."""
+
+    dag_id: str
+    run_id: str
+
+    @property
+    def key(self) -> str:
+        """What the job service counts the run's submissions under."""
+        return f"{self.dag_id}/{self.run_id}"
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[JobService]:
+    with job_service(SCENARIOS) as serving:
+        yield serving
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    """A SQLite stack with a short heartbeat timeout, parsing this module's DAGs only."""
+    home = tmp_path_factory.mktemp("resumable")
+    dags = home / "dags"
+    dags.mkdir()
+    for name in DAG_FILES:
+        shutil.copy(DAGS / name, dags / name)
+    settings = {
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "1",
+        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+        # every run of the module at once
+        "AIRFLOW__CORE__PARALLELISM": str(len(CASES) + 1),
+    }
+    dag_ids = [case.dag_id for case in CASES]
+    with sqlite_stack(home, SERVICES, dag_ids, dags_folder=dags, extra_env=settings) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def runs(stack: AirflowStack, service: JobService) -> dict[str, Run]:
+    """One run of every case, all triggered (through the REST API) before any test waits."""
+    started = {}
+    for case in CASES:
+        run_id = f"manual__{case.dag_id}"
+        conf = {
+            "job_service": service.url,
+            "scenario": case.scenario,
+            "fault": case.fault,
+            "deadline_in": case.deadline_in,
+        }
+        stack.api(
+            "POST",
+            f"/api/v2/dags/{case.dag_id}/dagRuns",
+            {"dag_run_id": run_id, "logical_date": "2026-11-01T00:00:00Z", "conf": conf},
+        )
+        started[case.dag_id] = Run(case.dag_id, run_id)
+    return started
+
+
+def finished(stack: AirflowStack, run: Run) -> str:
+    """Wait for ``run`` to end; its state."""
+    return stack.wait_for_run(run.dag_id, run.run_id, timeout=RUN_TIMEOUT)
+
+
+def task_instance(stack: AirflowStack, run: Run) -> tuple[str | None, int]:
+    """The task instance's (state, try number)."""
+    return stack.task_states(run.dag_id, run.run_id)[TASK_ID]
+
+
+def _decoded(value: Any) -> Any:
+    decoded = json.loads(value) if isinstance(value, (str, bytes)) else value
+    return (
+        json.loads(decoded)
+        if isinstance(decoded, str) and decoded.startswith(("{", "["))
+        else decoded
+    )
+
+
+def stored(stack: AirflowStack, run: Run, key: str) -> Any:
+    """A value of the task's state store, or ``None``."""
+    rows = stack.rows(
+        "select value from task_state_store"
+        " where dag_id=:d and run_id=:r and task_id=:t and key=:k",
+        d=run.dag_id,
+        r=run.run_id,
+        t=TASK_ID,
+        k=key,
+    )
+    return _decoded(rows[0][0]) if rows else None
+
+
+def decisions(stack: AirflowStack, run: Run) -> list[dict[str, Any]]:
+    """Every decision kept for the task, oldest first (the task state store's history)."""
+    history = stored(stack, run, EVIDENCE_KEY)
+    assert history, f"no {EVIDENCE_KEY} for {run.dag_id}.{TASK_ID}\n{stack.log_tails()}"
+    return list(history["decisions"])
+
+
+def latest_evidence(stack: AirflowStack, run: Run) -> dict[str, Any]:
+    """The decision the task pushed to XCom under ``retry_window.evidence``."""
+    rows = stack.rows(
+        "select value from xcom where dag_id=:d and run_id=:r and task_id=:t and key=:k",
+        d=run.dag_id,
+        r=run.run_id,
+        t=TASK_ID,
+        k=EVIDENCE_KEY,
+    )
+    assert rows, f"no XCom {EVIDENCE_KEY} for {run.dag_id}.{TASK_ID}"
+    return dict(_decoded(rows[0][0]))
+
+
+def decision_of(entry: dict[str, Any]) -> str:
+    """The model's decision in a kept decision."""
+    return str(entry["result"]["tasks"][0]["decision"])
+
+
+def summary(stack: AirflowStack, service: JobService, run: Run) -> dict[str, Any]:
+    """What the baseline compares: submissions, run state, the task's state and try."""
+    state, tries = task_instance(stack, run)
+    return {
+        "submissions": len(service.submissions(run.key)),
+        "run": stack.run_state(run.dag_id, run.run_id),
+        "task": state,
+        "try": tries,
+    }
+
+
+def test_plain_airflow_cannot_tell_a_running_job_from_a_lost_id(
+    stack: AirflowStack, service: JobService, runs: dict[str, Run]
+) -> None:
+    """The baseline: Airflow's retries and the mixin alone, without a retry policy."""
+    expected = {
+        # the stored id leads the retry back to the running job
+        "rw_plain_killed_running": {
+            "submissions": 1,
+            "run": "success",
+            "task": "success",
+            "try": 2,
+        },
+        # the stored job failed: the mixin submits a fresh one
+        "rw_plain_lost_then_failed": {
+            "submissions": 2,
+            "run": "success",
+            "task": "success",
+            "try": 2,
+        },
+        # the id was never stored: the retry submits the same work again, a duplicate
+        "rw_plain_lost_before_id": {
+            "submissions": 2,
+            "run": "success",
+            "task": "success",
+            "try": 2,
+        },
+        # every retry resubmits, whatever the deadline
+        "rw_plain_deadline": {"submissions": 3, "run": "failed", "task": "failed", "try": 3},
+    }
+    for dag_id in expected:
+        finished(stack, runs[dag_id])
+    seen = {dag_id: summary(stack, service, runs[dag_id]) for dag_id in expected}
+    print(json.dumps(seen, indent=1))
+    assert seen == expected
+    # no retry policy, no evidence
+    assert all(stored(stack, runs[dag_id], EVIDENCE_KEY) is None for dag_id in expected)
+
+
+def test_a_worker_lost_while_the_job_runs_reconnects(
+    stack: AirflowStack, service: JobService, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_resumable_killed_running"]
+    assert finished(stack, run) == "success"
+    submitted = service.submissions(run.key)
+    assert len(submitted) == 1
+    assert stored(stack, run, JOB_ID_KEY) == submitted[0]
+    assert task_instance(stack, run) == ("success", 2)
+    kept = decisions(stack, run)
+    # try 1 was killed without a decision; try 2 was decided when it started
+    assert [d["tryNumber"] for d in kept] == [2]
+    latest = kept[-1]
+    assert (latest["check"], latest["action"]) == ("retry-start", "run")
+    assert decision_of(latest) == "observe-running"
+    reconciliation = latest["reconciliation"]
+    assert reconciliation["outcome"] == "active"
+    assert reconciliation["externalIdKey"] == JOB_ID_KEY
+    assert reconciliation["externalId"] == submitted[0]
+    assert reconciliation["status"] in ("PENDING", "RUNNING")
+    assert reconciliation["allows"] == "reconnect"
+    assert (reconciliation["reachedService"], reconciliation["finished"]) == (True, False)
+    assert reconciliation["error"] is None
+    assert latest_evidence(stack, run) == latest
+
+
+def test_a_job_that_failed_after_its_worker_was_lost_is_repeated_once_when_safe(
+    stack: AirflowStack, service: JobService, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_resumable_lost_then_failed_safe"]
+    assert finished(stack, run) == "success"
+    submitted = service.submissions(run.key)
+    assert len(submitted) == 2
+    assert [job.split(".")[1] for job in submitted] == ["try1", "try2"]
+    assert stored(stack, run, JOB_ID_KEY) == submitted[1]
+    assert task_instance(stack, run) == ("success", 2)
+    kept = decisions(stack, run)
+    # every decision is try 2's, at its start, on the failed first job
+    assert kept and all(d["tryNumber"] == 2 and d["check"] == "retry-start" for d in kept)
+    for entry in kept:
+        assert entry["reconciliation"]["outcome"] == "failed"
+        assert entry["reconciliation"]["externalId"] == submitted[0]
+        assert entry["reconciliation"]["status"] == FAILED
+        assert entry["reconciliation"]["finished"] is True
+    # waiting out the backoff reschedules the try; the last start ran it
+    assert [(decision_of(d), d["action"]) for d in kept[:-1]] == [
+        ("wait-backoff", "reschedule")
+    ] * (len(kept) - 1)
+    assert (decision_of(kept[-1]), kept[-1]["action"]) == ("retry-eligible", "run")
+    assert latest_evidence(stack, run) == kept[-1]
+
+
+def test_a_job_that_failed_after_its_worker_was_lost_is_not_repeated_unless_safe(
+    stack: AirflowStack, service: JobService, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_resumable_lost_then_failed_unsafe"]
+    assert finished(stack, run) == "failed"
+    submitted = service.submissions(run.key)
+    assert len(submitted) == 1
+    assert task_instance(stack, run) == ("failed", 2)
+    kept = decisions(stack, run)
+    assert [d["tryNumber"] for d in kept] == [2]
+    latest = kept[-1]
+    assert (latest["check"], latest["action"]) == ("retry-start", "fail")
+    assert decision_of(latest) == "reconcile-effects"
+    assert latest["reconciliation"]["outcome"] == "failed"
+    assert latest["reconciliation"]["externalId"] == submitted[0]
+    assert latest["reconciliation"]["status"] == FAILED
+    assert latest_evidence(stack, run) == latest
+
+
+def test_a_worker_lost_before_the_job_id_was_stored_is_refused(
+    stack: AirflowStack, service: JobService, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_resumable_lost_before_id"]
+    assert finished(stack, run) == "failed"
+    submitted = service.submissions(run.key)
+    assert len(submitted) == 1
+    # the job was accepted, but its id never reached the task state store
+    assert stored(stack, run, JOB_ID_KEY) is None
+    assert task_instance(stack, run) == ("failed", 2)
+    kept = decisions(stack, run)
+    assert [d["tryNumber"] for d in kept] == [2]
+    latest = kept[-1]
+    assert (latest["check"], latest["action"]) == ("retry-start", "fail")
+    assert latest["failure"] == "unknown"
+    assert decision_of(latest) == "reconcile-remote"
+    assert latest["reconciliation"]["outcome"] == "no-id"
+    assert latest["reconciliation"]["externalId"] is None
+    assert latest_evidence(stack, run) == latest
+
+
+def test_a_failed_job_with_no_time_left_is_not_repeated(
+    stack: AirflowStack, service: JobService, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_resumable_deadline"]
+    assert finished(stack, run) == "failed"
+    assert len(service.submissions(run.key)) == 1
+    assert task_instance(stack, run) == ("failed", 1)
+    kept = decisions(stack, run)
+    assert [d["tryNumber"] for d in kept] == [1]
+    latest = kept[-1]
+    assert (latest["check"], latest["action"]) == ("retry-policy", "fail")
+    assert latest["failure"] == "retryable"
+    assert decision_of(latest) == "deadline-infeasible"
+    assert "StandInJobFailed" in latest["reason"]
+    # an ordinary failure is decided without reading the job again
+    assert latest.get("reconciliation") is None
+    assert latest_evidence(stack, run) == latest
