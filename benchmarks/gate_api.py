@@ -325,7 +325,7 @@ def measure(home: Path, total: int, rounds: int) -> bool:
 
 def measure_mapped(home: Path, total: int, rounds: int) -> bool:
     """Decide the one mapped target of the mapped run: every map index, by pages."""
-    from airflow_retrywindow.hooks.airflow_api import DEFAULT_PAGE_SIZE
+    from airflow_retrywindow.hooks.api_reader import DEFAULT_PAGE_SIZE
 
     dag, run = _finished_run(home, MAPPED_DAG_ID)
     keys = _policy_keys(MAPPED_DAG_ID, run.run_id)

@@ -35,7 +35,7 @@ from airflow_retrywindow.exceptions import TargetError
 from airflow_retrywindow.gate.instances import label
 
 if TYPE_CHECKING:
-    from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
+    from airflow_retrywindow.hooks.api_reader import TaskInstanceRow
 
 RUNNING_STATES = frozenset(
     {

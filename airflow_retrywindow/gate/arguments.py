@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow_retrywindow.gate.budget import Budget
 from airflow_retrywindow.gate.estimates import Estimates, GivenEstimate, resolve_estimates
 from airflow_retrywindow.gate.run import GateSettings
-from airflow_retrywindow.hooks.airflow_api import MAX_PAGE_SIZE
+from airflow_retrywindow.hooks.api_reader import MAX_PAGE_SIZE
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow_retrywindow.hooks.airflow_api import PoolRow
+    from airflow_retrywindow.hooks.api_reader import PoolRow
 
 FITS_NOW = "fits-now"
 WAIT_CAPACITY = "wait-capacity"

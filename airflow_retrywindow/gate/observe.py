@@ -42,7 +42,7 @@ from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
 from airflow_retrywindow.timing.fixtures import TaskFacts
 
 if TYPE_CHECKING:
-    from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
+    from airflow_retrywindow.hooks.api_reader import TaskInstanceRow
 
 NOT_ATTEMPTED = "not-attempted"
 #: how far an API time may run ahead of this worker's clock before we refuse

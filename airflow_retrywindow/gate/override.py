@@ -43,7 +43,7 @@ from airflow_retrywindow.redaction import safe_text
 
 if TYPE_CHECKING:
     from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
-    from airflow_retrywindow.hooks.airflow_api import ApprovalRow
+    from airflow_retrywindow.hooks.api_reader import ApprovalRow
 
 #: the option an approval task offers for "repeat anyway"
 APPROVE = "Approve"

@@ -40,12 +40,7 @@ if TYPE_CHECKING:
     import pendulum
 
     from airflow_retrywindow.gate.targets import Target
-    from airflow_retrywindow.hooks.airflow_api import (
-        ApprovalRow,
-        PoolRow,
-        TaskInstanceRow,
-        XComKey,
-    )
+    from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInstanceRow, XComKey
 
 #: the XCom keys a RetryWindowPolicy leaves (evidence and failure class)
 POLICY_XCOM_PREFIX = "retry_window."

@@ -1,694 +1,146 @@
-"""Reading a DAG run's task instances, XCom keys and pools through Airflow's REST API.
+"""The Airflow hook over the REST API connection the gate and the sensor read.
 
-In Airflow 3 a task cannot query the metadata database; the public REST API
-(``/api/v2``) is the supported way to see other task instances. Two parts:
-
-* :class:`AirflowApi`, the reader: URLs, tokens, pages and TLS, with the official
-  ``apache-airflow-client``; it returns plain rows (:class:`TaskInstanceRow`,
-  :class:`XComKey`, :class:`PoolRow`) and knows nothing of the gate;
-* :class:`AirflowApiHook`, the Airflow hook that builds a reader from an Airflow
-  connection (default id ``airflow_api_default``) and tests it. It imports Airflow,
-  so it loads on first access: importing this module imports neither Airflow nor
-  the client.
-
-The connection (type ``retrywindow_airflow_api``; ``http`` connections are read
-the same way):
-
-* ``host`` - the API server's base URL, e.g. ``http://airflow-apiserver:8080``
-  (a bare host name gets ``schema`` or ``http`` and ``port``); credentials in it
-  (``user:password@``) are dropped, never sent nor shown: use login and password;
-* ``login`` and ``password`` - exchanged for a JWT at ``POST /auth/token``; when a
-  read is answered 401 (the token expired), one fresh token is fetched and the
-  read repeated once;
-* or ``extra`` ``{"access_token": "..."}`` - a JWT used as given (never renewed
-  unless login and password are given too);
-* optional ``extra`` ``{"verify_ssl": false}`` or ``{"ssl_ca_cert": "/path/ca.pem"}``.
-
-Requests grow with pages, not with targets nor map indexes: the task instances
-of all targets, every map index of a mapped one included, come from one paged
-``POST .../taskInstances/list`` with a ``task_ids`` filter (that listing takes
-pages of up to 1000 rows whatever ``[api] maximum_page_limit`` says), the
-failure classes of every task instance from one paged XCom key listing, the
-pools from one paged ``GET /pools``. Only a task instance reset since its last
-try (a manual clear) costs one more request, for its earlier tries: Airflow's
-REST API lists the earlier tries of one task instance at a time. A gate with an
-approval task reads that task's human-in-the-loop request and answer in one more
-request (:meth:`AirflowApi.approval`).
-
-Every failure raises :class:`AirflowApiError` naming the request and the cause,
-so a gate can refuse to decide (fail closed) and say why.
+It builds the REST reader (:mod:`airflow_retrywindow.hooks.api_reader`) from an
+Airflow connection and tests it; the reader itself imports no Airflow.
 """
 
 from __future__ import annotations
 
-import json
-import ssl
-import time
-from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
-from datetime import datetime
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+from typing import Any
 
-import pendulum
+from airflow.sdk import BaseHook
 
 from airflow_retrywindow.exceptions import AirflowApiError
-from airflow_retrywindow.redaction import safe_text, without_userinfo
+from airflow_retrywindow.hooks import connection_type
+from airflow_retrywindow.hooks.api_reader import (
+    DEFAULT_CONN_ID,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_TIMEOUT,
+    AirflowApi,
+    check_reading_settings,
+    connection_url,
+)
+from airflow_retrywindow.redaction import describe_exception, safe_text
 
-if TYPE_CHECKING:
-    from airflow_client.client import ApiClient
-    from airflow_client.client.exceptions import ApiException
-
-    from airflow_retrywindow.hooks.airflow_api_hook import AirflowApiHook
-
-__all__ = [
-    "DEFAULT_CONN_ID",
-    "DEFAULT_PAGE_SIZE",
-    "DEFAULT_TIMEOUT",
-    "AirflowApi",
-    "AirflowApiError",
-    "AirflowApiHook",
-    "ApprovalRow",
-    "PoolRow",
-    "TaskInstanceRow",
-    "XComKey",
-    "connection_url",
-]
-
-DEFAULT_CONN_ID = "airflow_api_default"
-#: the most rows per page asked for. The task instance listing (a POST) returns as
-#: many; the GET listings (XCom keys, pools) are capped by the server's
-#: ``[api] maximum_page_limit`` (100 by default), and the reader follows the rows it gets
-MAX_PAGE_SIZE = 1000
-#: rows per page asked for: the most, so 1000 map indexes are one page of task instances
-DEFAULT_PAGE_SIZE = MAX_PAGE_SIZE
-#: seconds to wait for each request
-DEFAULT_TIMEOUT = 30.0
-
-T = TypeVar("T")
+#: the longest message ``test_connection`` returns
+_MESSAGE_LIMIT = 1000
 
 
-@dataclass(frozen=True)
-class TaskInstanceRow:
-    """One try of a task instance, as the API reported it.
+class AirflowApiHook(BaseHook):
+    """Reads Airflow's own REST API (``/api/v2``) with an Airflow connection.
 
-    :param task_id: the task id.
-    :param map_index: ``-1`` unless the task is mapped.
-    :param state: Airflow's state name, ``None`` when the row has none.
-    :param try_number: Airflow's try number (0 before the first try).
-    :param max_tries: Airflow's ``max_tries`` when the row was written.
-    :param start_date: when the try started.
-    :param end_date: when the try ended.
-    :param pool: the pool the task runs in.
-    :param pool_slots: the slots one try holds.
-    :param observed_at: when the API answered with this row.
-    """
+    The connection (type ``retrywindow_airflow_api``; connections of type ``http``
+    are read the same way):
 
-    task_id: str
-    map_index: int
-    state: str | None
-    try_number: int
-    max_tries: int
-    start_date: pendulum.DateTime | None
-    end_date: pendulum.DateTime | None
-    pool: str
-    pool_slots: int
-    observed_at: pendulum.DateTime
+    * ``host`` - the API server's URL, e.g. ``http://airflow-apiserver:8080`` (a bare
+      host name gets ``schema`` or ``http`` and ``port``); credentials in the URL
+      (``user:password@``) are dropped, never sent nor shown;
+    * ``login`` and ``password`` - exchanged for a JWT at ``POST /auth/token``. When a
+      read is answered 401 Unauthorized (the token expired), the reader fetches one
+      fresh token and repeats that read once; a second 401 is an error;
+    * ``extra`` ``access_token`` - a JWT used as given instead (a 401 is an error
+      unless login and password are given too);
+    * ``extra`` ``verify_ssl`` (default true) and ``ssl_ca_cert`` (a CA bundle path).
 
-
-@dataclass(frozen=True)
-class XComKey:
-    """One XCom entry's key, as the API lists it (the listing carries no values).
-
-    :param task_id: the task that pushed it.
-    :param map_index: the pushing task's map index.
-    :param key: the XCom key.
-    :param timestamp: when it was pushed.
-    """
-
-    task_id: str
-    map_index: int
-    key: str
-    timestamp: pendulum.DateTime
-
-
-@dataclass(frozen=True)
-class PoolRow:
-    """A pool as the API reported it (``PoolState.of`` turns it into the gate's view).
-
-    :param name: the pool's name.
-    :param slots: its size, ``-1`` for unlimited.
-    :param occupied: slots held by running and queued tasks (and deferred ones
-        when ``include_deferred``).
-    :param deferred: slots held by deferred tasks.
-    :param open: slots free now, as Airflow computes them (``-1`` when unlimited).
-    :param include_deferred: whether deferred tasks hold their slots.
-    """
-
-    name: str
-    slots: int
-    occupied: int
-    deferred: int
-    open: int
-    include_deferred: bool
-
-
-@dataclass(frozen=True)
-class ApprovalRow:
-    """A human-in-the-loop task's request and its answer, as the API reported them.
-
-    :param task_id: the human-in-the-loop task.
-    :param map_index: its map index, ``-1`` when not mapped.
-    :param state: the task instance's state now, ``None`` when it has none (cleared).
-    :param try_number: the task instance's try number now.
-    :param options: the options the request offered.
-    :param chosen: the options chosen; empty while unanswered.
-    :param user_id: who answered; ``None`` while unanswered, and when Airflow chose
-        the request's defaults because nobody answered in time.
-    :param user_name: that person's name.
-    :param responded_at: when the answer was recorded.
-    :param params_input: the form values given with the answer.
-    :param asked_at: when the request was written.
-    :param observed_at: when the API answered with this row.
-    """
-
-    task_id: str
-    map_index: int
-    state: str | None
-    try_number: int
-    options: tuple[str, ...]
-    chosen: tuple[str, ...]
-    user_id: str | None
-    user_name: str | None
-    responded_at: pendulum.DateTime | None
-    params_input: dict[str, Any]
-    asked_at: pendulum.DateTime
-    observed_at: pendulum.DateTime
-
-
-class AirflowApi:
-    """A reader of Airflow's REST API that counts its requests.
-
-    Tokens: with ``login`` (and ``password``) the reader gets a JWT at
-    ``POST /auth/token`` before its first read; ``access_token`` is used as given
-    instead. When a read is answered 401 Unauthorized (the token expired, or the
-    API server's signing key changed) and ``login`` is given, the reader fetches one
-    fresh token and repeats that read once; a second 401 raises
-    :class:`AirflowApiError`. Without ``login`` a 401 raises at once.
-
-    :param base_url: the API server's base URL, without ``/api/v2``; credentials in
-        it (``user:password@``) are dropped, so no message or record shows them.
-    :param login: the user to exchange for a JWT with ``password``.
-    :param password: that user's password.
-    :param access_token: a JWT to use as given, instead of ``login``/``password``.
-    :param verify_ssl: whether to verify the server's TLS certificate.
-    :param ssl_ca_cert: a CA bundle for the server's certificate.
-    :param page_size: rows asked for per page (1 to 1000).
+    :param airflow_conn_id: the connection's id.
+    :param page_size: rows asked for per page of a listing (1 to 1000; the server may
+        cap it, ``[api] maximum_page_limit``).
     :param timeout: seconds to wait for each request.
     """
 
+    conn_name_attr = "airflow_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = connection_type.CONN_TYPE
+    hook_name = connection_type.HOOK_NAME
+
     def __init__(
         self,
-        base_url: str,
+        airflow_conn_id: str = DEFAULT_CONN_ID,
         *,
-        login: str | None = None,
-        password: str | None = None,
-        access_token: str | None = None,
-        verify_ssl: bool = True,
-        ssl_ca_cert: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        try:
-            parts = urlsplit(base_url) if isinstance(base_url, str) else None
-        except ValueError:  # e.g. an unclosed IPv6 bracket
-            parts = None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise AirflowApiError(
-                f"the API base URL must look like http://host:port, got {safe_text(repr(base_url))}"
-            )
+        super().__init__()
         check_reading_settings(page_size, timeout)
-        # the client never sends URL credentials; kept, they would reach every message
-        self.base_url = without_userinfo(base_url).rstrip("/")
-        self.login = login
-        self.password = password
-        self.access_token = access_token
-        self.verify_ssl = verify_ssl
-        self.ssl_ca_cert = ssl_ca_cert
+        self.airflow_conn_id = airflow_conn_id
         self.page_size = page_size
-        self.timeout = float(timeout)
-        #: requests made so far, the token request included
-        self.requests = 0
-        self._api_client: ApiClient | None = None
+        self.timeout = timeout
+        self._api: AirflowApi | None = None
 
-    # -- the reads ---------------------------------------------------------------
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """How Airflow's connection form shows the standard fields.
 
-    def task_instances(
-        self, dag_id: str, run_id: str, task_ids: Collection[str]
-    ) -> list[TaskInstanceRow]:
-        """The current task instances of ``task_ids`` in one run, in one paged request."""
-        from airflow_client.client import TaskInstanceApi, TaskInstancesBatchBody
-
-        if not task_ids:
-            return []
-        api = TaskInstanceApi(self._client())
-        wanted = sorted(set(task_ids))
-
-        def page(offset: int) -> tuple[list[Any], int]:
-            body = TaskInstancesBatchBody(
-                dag_ids=[dag_id],
-                dag_run_ids=[run_id],
-                task_ids=wanted,
-                page_limit=self.page_size,
-                page_offset=offset,
-                order_by="id",
-            )
-            answer = api.get_task_instances_batch(
-                dag_id="~",
-                dag_run_id="~",
-                task_instances_batch_body=body,
-                _request_timeout=self.timeout,
-            )
-            return list(answer.task_instances), int(answer.total_entries or 0)
-
-        where = f"task instances of run {run_id!r} of DAG {dag_id!r}"
-        return [_row(item, seen) for item, seen in self._pages(page, where)]
-
-    def task_tries(
-        self, dag_id: str, run_id: str, task_id: str, map_index: int = -1
-    ) -> list[TaskInstanceRow]:
-        """Every try of one task instance, earlier tries included (one request).
-
-        :param map_index: the task instance's map index, ``-1`` when it is not mapped.
+        Airflow 3.2 and later read the same from the provider info instead.
         """
-        from airflow_client.client import TaskInstanceApi
+        return connection_type.field_behaviour()
 
-        api = TaskInstanceApi(self._client())
-        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
-        where = f"tries of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
+    def get_conn(self) -> AirflowApi:
+        """The reader for this connection: one per hook, its token and request count kept.
 
-        def request() -> Any:
-            if map_index < 0:
-                return api.get_task_instance_tries(
-                    dag_id=dag_id,
-                    dag_run_id=run_id,
-                    task_id=task_id,
-                    _request_timeout=self.timeout,
-                )
-            return api.get_mapped_task_instance_tries(
-                dag_id=dag_id,
-                dag_run_id=run_id,
-                task_id=task_id,
-                map_index=map_index,
-                _request_timeout=self.timeout,
-            )
+        Reading the connection makes no request; the first read fetches the token.
 
-        answer = self._call(where, request)
-        seen = _now()
-        return [_row(item, seen) for item in answer.task_instances]
-
-    def xcom_keys(self, dag_id: str, run_id: str, key_prefix: str) -> list[XComKey]:
-        """The XCom keys starting with ``key_prefix`` of every task of one run, paged."""
-        from airflow_client.client import XComApi
-
-        api = XComApi(self._client())
-
-        def page(offset: int) -> tuple[list[Any], int]:
-            answer = api.get_xcom_entries(
-                dag_id=dag_id,
-                dag_run_id=run_id,
-                task_id="~",
-                xcom_key_prefix_pattern=key_prefix,
-                limit=self.page_size,
-                offset=offset,
-                order_by=["task_id", "key"],
-                _request_timeout=self.timeout,
-            )
-            return list(answer.xcom_entries), int(answer.total_entries or 0)
-
-        where = f"XCom keys {key_prefix}* of run {run_id!r} of DAG {dag_id!r}"
-        return [
-            XComKey(item.task_id, item.map_index, item.key, _aware(item.timestamp))
-            for item, _ in self._pages(page, where)
-            # the prefix filter is index-friendly but loose: keep exact matches only
-            if item.key.startswith(key_prefix)
-        ]
-
-    def xcom_value(
-        self, dag_id: str, run_id: str, task_id: str, key: str, map_index: int = -1
-    ) -> Any:
-        """The value of one XCom entry (one request).
-
-        :param map_index: the pushing task instance's map index, ``-1`` when not mapped.
+        :raises AirflowApiError: when the connection is missing or unusable.
         """
-        from airflow_client.client import XComApi
+        if self._api is None:
+            self._api = self._reader()
+        return self._api
 
-        api = XComApi(self._client())
-        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
-        where = f"XCom {key!r} of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
-        answer = self._call(
-            where,
-            lambda: api.get_xcom_entry(
-                dag_id=dag_id,
-                dag_run_id=run_id,
-                task_id=task_id,
-                xcom_key=key,
-                map_index=map_index,
-                _request_timeout=self.timeout,
-            ),
-        )
-        value = getattr(answer.actual_instance, "value", None)
-        if isinstance(value, str):
-            try:
-                return json.loads(value)
-            except ValueError:
-                return value
-        return value
+    def test_connection(self) -> tuple[bool, str]:
+        """Whether the API server answers an authenticated read, and if not, what failed.
 
-    def approval(
-        self, dag_id: str, run_id: str, task_id: str, map_index: int = -1
-    ) -> ApprovalRow | None:
-        """The human-in-the-loop request and answer of one task instance (one request).
-
-        ``None`` when the task instance has written no request in this run (it has
-        not run yet, or was skipped): the API answers 404 then.
-
-        :param map_index: the task instance's map index, ``-1`` when not mapped.
+        Reads ``GET /api/v2/version`` (after ``POST /auth/token`` with login and
+        password) and ``GET /api/v2/pools?limit=1``, which needs the credentials.
+        Never raises; the message holds no credentials.
         """
-        from airflow_client.client import TaskInstanceApi
-        from airflow_client.client.exceptions import ApiException
-
-        api = TaskInstanceApi(self._client())
-        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
-        where = f"the approval answer of {shown!r} in run {run_id!r} of DAG {dag_id!r}"
         try:
-            answer = self._call(
-                where,
-                lambda: api.get_hitl_detail(
-                    dag_id=dag_id,
-                    dag_run_id=run_id,
-                    task_id=task_id,
-                    map_index=map_index,
-                    _request_timeout=self.timeout,
-                ),
-            )
+            api = self._reader()  # a fresh reader: a test shares no token nor count
+            version = api.version()
+            pools = api.pool_count()
         except AirflowApiError as error:
-            cause = error.__cause__
-            if isinstance(cause, ApiException) and cause.status == 404:
-                return None
-            raise
-        seen = _now()
-        user = answer.responded_by_user
-        instance = answer.task_instance
-        state = instance.state
-        return ApprovalRow(
-            task_id=task_id,
-            map_index=map_index,
-            state=None if state is None else str(getattr(state, "value", state)),
-            try_number=instance.try_number,
-            options=tuple(answer.options),
-            chosen=tuple(answer.chosen_options or ()),
-            user_id=None if user is None else user.id,
-            user_name=None if user is None else user.name,
-            responded_at=_aware(answer.responded_at) if answer.responded_at else None,
-            params_input=dict(answer.params_input or {}),
-            asked_at=_aware(answer.created_at),
-            observed_at=seen,
+            return False, safe_text(str(error), limit=_MESSAGE_LIMIT)
+        except Exception as error:
+            return False, describe_exception(error, limit=_MESSAGE_LIMIT)
+        if api.login:
+            who = f"user {api.login!r}"
+        elif api.access_token:
+            who = "the access token"
+        else:
+            who = "a client without credentials"
+        return True, (
+            f"Airflow {safe_text(version, limit=40)} at {api.base_url}: {who} may read "
+            f"({pools} pool{'' if pools == 1 else 's'})"
         )
 
-    def pools(self, names: Collection[str]) -> dict[str, PoolRow]:
-        """The pools named ``names`` that exist, in one paged request."""
-        from airflow_client.client import PoolApi
-
-        if not names:
-            return {}
-        api = PoolApi(self._client())
-
-        def page(offset: int) -> tuple[list[Any], int]:
-            answer = api.get_pools(
-                limit=self.page_size,
-                offset=offset,
-                order_by=["name"],
-                _request_timeout=self.timeout,
-            )
-            return list(answer.pools), int(answer.total_entries or 0)
-
-        wanted = set(names)
-        found: dict[str, PoolRow] = {}
-        for item, _ in self._pages(page, "pools"):
-            if item.name in wanted:
-                found[item.name] = PoolRow(
-                    name=item.name,
-                    slots=item.slots,
-                    occupied=item.occupied_slots,
-                    deferred=item.deferred_slots,
-                    open=item.open_slots,
-                    include_deferred=item.include_deferred,
-                )
-        return found
-
-    def version(self) -> str:
-        """The Airflow version the API server reports (``GET /api/v2/version``, one request)."""
-        from airflow_client.client import VersionApi
-
-        api = VersionApi(self._client())
-        answer = self._call("its version", lambda: api.get_version(_request_timeout=self.timeout))
-        return str(answer.version)
-
-    def pool_count(self) -> int:
-        """How many pools exist, from one authenticated read (``GET /api/v2/pools?limit=1``).
-
-        It proves the credentials are accepted for the reads the gate makes.
-        """
-        from airflow_client.client import PoolApi
-
-        api = PoolApi(self._client())
-        answer = self._call(
-            "pools", lambda: api.get_pools(limit=1, offset=0, _request_timeout=self.timeout)
-        )
-        return int(answer.total_entries or 0)
-
-    # -- plumbing ----------------------------------------------------------------
-
-    def _pages(
-        self, page: Callable[[int], tuple[list[T], int]], where: str
-    ) -> Iterator[tuple[T, pendulum.DateTime]]:
-        """Every row of a paged listing with the time its page arrived.
-
-        The next offset follows the rows received, not the page size asked for,
-        so a server that caps the page size still gives every row.
-        """
-        offset = 0
-        while True:
-            rows, total = self._call(where, partial(page, offset))
-            seen = _now()
-            for row in rows:
-                yield row, seen
-            offset += len(rows)
-            if not rows or offset >= total:
-                return
-
-    def _call(self, where: str, request: Callable[[], T]) -> T:
-        """One read, counted; on a 401 with ``login`` given, one fresh token and one retry."""
-        from airflow_client.client.exceptions import ApiException, OpenApiException
-
-        client = self._client()  # the token request, if any, is made and counted first
-        renewed = False
-        while True:
-            self.requests += 1
-            try:
-                return request()
-            except ApiException as error:
-                if error.status == 401 and self.login and not renewed:
-                    # the token expired, or the server's signing key changed: renew it once
-                    client.configuration.access_token = self._token(client)
-                    renewed = True
-                    continue
-                raise AirflowApiError(self._refusal(where, error, renewed)) from error
-            except OpenApiException as error:
-                raise AirflowApiError(
-                    f"the Airflow REST API at {self.base_url} gave an unreadable answer for "
-                    f"{where}: {_short(str(error))}"
-                ) from error
-            except Exception as error:
-                raise AirflowApiError(
-                    f"the Airflow REST API at {self.base_url} could not be reached to read "
-                    f"{where} ({type(error).__name__}: {_short(str(error))}){_tls_hint(error)}"
-                ) from error
-
-    def _refusal(self, where: str, error: ApiException, renewed: bool) -> str:
-        text = (
-            f"the Airflow REST API at {self.base_url} refused to read {where}: "
-            f"HTTP {error.status} {error.reason} {_short(error.body)}"
-        ).rstrip()
-        if error.status != 401:
-            return text
-        if renewed:
-            return (
-                f"{text}; a fresh token for user {self.login!r} was refused as well: check "
-                "that every API server signs tokens with the same key ([api_auth] jwt_secret)"
-            )
-        if self.access_token:
-            return (
-                f"{text}; the connection's access_token was refused (expired?): renew it, or "
-                "give the connection login and password so that fresh tokens are fetched"
-            )
-        return f"{text}; the API needs credentials: give the connection login and password"
-
-    def _client(self) -> ApiClient:
-        if self._api_client is None:
-            from airflow_client.client import ApiClient, Configuration
-
-            config = Configuration(host=self.base_url)
-            config.verify_ssl = self.verify_ssl
-            config.ssl_ca_cert = self.ssl_ca_cert
-            config.retries = 0  # one request per call: the count must be exact
-            client = ApiClient(config)
-            config.access_token = self.access_token or self._token(client)
-            self._api_client = client
-        return self._api_client
-
-    def _token(self, client: ApiClient) -> str | None:
-        """A JWT from ``POST /auth/token`` for ``login``/``password``, if given."""
-        if not self.login:
-            return None
-        url = f"{self.base_url}/auth/token"
-        self.requests += 1
+    def _reader(self) -> AirflowApi:
+        conn_id = self.airflow_conn_id
         try:
-            answer = client.rest_client.request(  # type: ignore[no-untyped-call]
-                "POST",
-                url,
-                headers={"Content-Type": "application/json", "Accept": "application/json"},
-                body={"username": self.login, "password": self.password or ""},
-                _request_timeout=self.timeout,
-            )
-            answer.read()
+            conn = self.get_connection(conn_id)
         except Exception as error:
             raise AirflowApiError(
-                f"the Airflow REST API at {self.base_url} could not be reached to get a token "
-                f"({type(error).__name__}: {_short(str(error))}){_tls_hint(error)}"
+                f"the Airflow connection {conn_id!r} for the REST API could not be read "
+                f"({describe_exception(error)}); create it with host (the API server's "
+                "URL, e.g. http://localhost:8080), login and password"
             ) from error
-        text = (answer.data or b"").decode("utf-8", "replace")
-        if answer.status not in (200, 201):
-            raise AirflowApiError(
-                f"the Airflow API at {self.base_url} refused a token for user {self.login!r}: "
-                f"HTTP {answer.status} {_short(text)}; check the connection's login and password"
-            )
-        try:
-            token = json.loads(text)["access_token"]
-        except (ValueError, KeyError, TypeError):
-            raise AirflowApiError(
-                f"POST {url} answered without an access_token: {_short(text)}"
-            ) from None
-        if not isinstance(token, str) or not token:
-            raise AirflowApiError(f"POST {url} answered with an empty access_token")
-        return token
-
-
-def check_reading_settings(page_size: object, timeout: object) -> None:
-    """Refuse a page size or timeout the reader cannot use.
-
-    :param page_size: rows asked for per page, 1 to :data:`MAX_PAGE_SIZE`.
-    :param timeout: seconds to wait for each request, more than 0.
-    :raises ValueError: naming the setting and the value.
-    """
-    if isinstance(page_size, bool) or not isinstance(page_size, int):
-        raise ValueError(f"page_size must be a whole number, got {page_size!r}")
-    if not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise ValueError(f"page_size must be from 1 to {MAX_PAGE_SIZE}, got {page_size}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-
-
-def connection_url(host: str | None, schema: str | None, port: int | None, conn_id: str) -> str:
-    """The base URL an Airflow connection describes.
-
-    :param host: the connection's host: a URL (``http://api:8080``) or a name.
-    :param schema: ``http`` or ``https`` when ``host`` is a bare name.
-    :param port: the port when ``host`` does not give one.
-    :param conn_id: the connection's id, for messages.
-    """
-    if not host:
-        raise AirflowApiError(
-            f"the Airflow connection {conn_id!r} has no host; set it to the API server's URL, "
-            "e.g. http://localhost:8080"
+        extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else {}
+        return AirflowApi(
+            connection_url(conn.host, conn.schema, conn.port, conn_id),
+            login=conn.login or None,
+            password=conn.password or None,
+            access_token=extra.get("access_token") or None,
+            verify_ssl=_flag(extra.get("verify_ssl"), "verify_ssl", conn_id),
+            ssl_ca_cert=extra.get("ssl_ca_cert") or None,
+            page_size=self.page_size,
+            timeout=self.timeout,
         )
-    if "://" in host:
-        parts = urlsplit(host)
-        if port and parts.port is None and parts.hostname:
-            netloc = f"{parts.netloc}:{port}"
-            return parts._replace(netloc=netloc).geturl().rstrip("/")
-        return host.rstrip("/")
-    scheme = schema if schema in ("http", "https") else "http"
-    return f"{scheme}://{host}{f':{port}' if port else ''}".rstrip("/")
 
 
-def _row(item: Any, seen: pendulum.DateTime) -> TaskInstanceRow:
-    state = item.state
-    return TaskInstanceRow(
-        task_id=item.task_id,
-        map_index=item.map_index,
-        state=None if state is None else str(getattr(state, "value", state)),
-        try_number=item.try_number,
-        max_tries=item.max_tries,
-        start_date=_aware(item.start_date) if item.start_date else None,
-        end_date=_aware(item.end_date) if item.end_date else None,
-        pool=item.pool,
-        pool_slots=item.pool_slots,
-        observed_at=seen,
-    )
-
-
-def _aware(value: datetime) -> pendulum.DateTime:
-    if value.tzinfo is None:  # the API always sends an offset; refuse to guess one
-        raise AirflowApiError(f"the API sent a time without a timezone: {value.isoformat()}")
-    return pendulum.instance(value).in_timezone("UTC")
-
-
-def _now() -> pendulum.DateTime:
-    # a whole microsecond clock read once per answer
-    return pendulum.from_timestamp(time.time(), tz="UTC")
-
-
-def _short(text: str | None, limit: int = 300) -> str:
-    # an answer or a client error may echo credentials: masked before any message holds it
-    return safe_text((text or "").strip().replace("\n", " "), limit=limit)
-
-
-def _tls_hint(error: BaseException) -> str:
-    """What to do when TLS stopped a request, or nothing."""
-    verify_failed = handshake_failed = False
-    seen: set[int] = set()
-    pending: list[BaseException] = [error]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, ssl.SSLCertVerificationError):
-            verify_failed = True
-        elif isinstance(current, ssl.SSLError) or type(current).__name__ == "SSLError":
-            handshake_failed = True
-        # urllib3 wraps the cause: MaxRetryError(reason=SSLError(SSLCertVerificationError))
-        linked = (current.__cause__, current.__context__, getattr(current, "reason", None))
-        pending.extend(item for item in (*linked, *current.args) if isinstance(item, BaseException))
-    if verify_failed:
-        return (
-            "; the server's TLS certificate could not be verified: set the connection's extra "
-            "ssl_ca_cert to the CA certificates that signed it (verify_ssl false turns the "
-            "check off; only on a trusted network)"
-        )
-    if handshake_failed:
-        return "; the TLS handshake failed: check that the server speaks https at that URL"
-    return ""
-
-
-def __getattr__(name: str) -> Any:
-    # the hook imports Airflow: loaded on first access, so the reader and its rows stay light
-    if name == "AirflowApiHook":
-        from airflow_retrywindow.hooks.airflow_api_hook import AirflowApiHook
-
-        globals()[name] = AirflowApiHook
-        return AirflowApiHook
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def _flag(value: object, name: str, conn_id: str) -> bool:
+    # absent, or null as a connection form may store it: the safe default, verify
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise AirflowApiError(f"connection {conn_id!r}: extra {name} must be true or false")

@@ -30,11 +30,7 @@ from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.run import GateSettings, decide_run
 from airflow_retrywindow.gate.snapshot import ApprovalReader, read_approval
 from airflow_retrywindow.gate.targets import target_problems, unsafe_trigger_rule
-from airflow_retrywindow.hooks.airflow_api import (
-    DEFAULT_CONN_ID,
-    DEFAULT_PAGE_SIZE,
-    DEFAULT_TIMEOUT,
-)
+from airflow_retrywindow.hooks.api_reader import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
 from airflow_retrywindow.plugins.link import RetryWindowLink
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.deadline import Deadline

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from airflow_retrywindow.hooks.airflow_api import PoolRow, TaskInstanceRow, XComKey
+from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
 
 
 def pool_row(name: str = "db", slots: int = 2, occupied: int = 0) -> PoolRow:

@@ -21,7 +21,7 @@ from airflow_retrywindow.gate.observations import parse_observations
 from airflow_retrywindow.gate.observe import observe, observe_explicitly
 from airflow_retrywindow.gate.run import GateSettings, decide_run
 from airflow_retrywindow.gate.targets import Target, settings_of
-from airflow_retrywindow.hooks.airflow_api import (
+from airflow_retrywindow.hooks.api_reader import (
     AirflowApi,
     AirflowApiError,
     TaskInstanceRow,

@@ -21,7 +21,7 @@ from airflow_retrywindow.gate.capacity import PoolState
 from airflow_retrywindow.gate.decide import decide
 from airflow_retrywindow.gate.observe import observe
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
+from airflow_retrywindow.hooks.api_reader import TaskInstanceRow
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.retry_settings import RetrySettings

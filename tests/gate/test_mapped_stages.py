@@ -23,7 +23,7 @@ from airflow_retrywindow.gate.observe import observe_run
 from airflow_retrywindow.gate.record import MAX_MAPPED_LINES, build
 from airflow_retrywindow.gate.snapshot import RunSnapshot, instance_rows, read_snapshot
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow, XComKey
+from airflow_retrywindow.hooks.api_reader import TaskInstanceRow, XComKey
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_TASKS, TASK_ID
 from airflow_retrywindow.timing.retry_settings import RetrySettings

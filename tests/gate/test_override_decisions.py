@@ -29,7 +29,7 @@ from airflow_retrywindow.gate.override import (
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.snapshot import previous_decision, read_approval
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.airflow_api import ApprovalRow, TaskInstanceRow
+from airflow_retrywindow.hooks.api_reader import ApprovalRow, TaskInstanceRow
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work

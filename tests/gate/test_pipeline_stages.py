@@ -29,7 +29,7 @@ from airflow_retrywindow.gate.observe import observe_run
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.snapshot import RunSnapshot, read_snapshot
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow, XComKey
+from airflow_retrywindow.hooks.api_reader import TaskInstanceRow, XComKey
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS, MAX_OBSERVATION_AGE, MAX_TASKS
 from airflow_retrywindow.timing.retry_settings import RetrySettings
@@ -297,7 +297,7 @@ def test_the_stages_run_without_airflow() -> None:
         from airflow_retrywindow.gate.record import build
         from airflow_retrywindow.gate.snapshot import RunSnapshot
         from airflow_retrywindow.gate.targets import Target
-        from airflow_retrywindow.hooks.airflow_api import TaskInstanceRow
+        from airflow_retrywindow.hooks.api_reader import TaskInstanceRow
         from airflow_retrywindow.timing.retry_settings import RetrySettings
         from airflow_retrywindow.timing.work import Work
 

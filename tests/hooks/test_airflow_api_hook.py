@@ -15,12 +15,12 @@ import pytest
 
 from airflow_retrywindow.exceptions import AirflowApiError
 from airflow_retrywindow.gate.capacity import PoolState
-from airflow_retrywindow.hooks.airflow_api import (
+from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
+from airflow_retrywindow.hooks.api_reader import (
     DEFAULT_CONN_ID,
     DEFAULT_PAGE_SIZE,
     DEFAULT_TIMEOUT,
     AirflowApi,
-    AirflowApiHook,
     PoolRow,
 )
 from airflow_retrywindow.hooks.connection_type import CONN_TYPE, HOOK_NAME

@@ -23,7 +23,7 @@ from airflow_retrywindow.gate.override import Override, judge
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.snapshot import RunSnapshot
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.airflow_api import ApprovalRow, TaskInstanceRow
+from airflow_retrywindow.hooks.api_reader import ApprovalRow, TaskInstanceRow
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.timing.clock import Clock

@@ -118,15 +118,17 @@ def test_airflow_connections_keep_the_connection_type(airflow_db: Path) -> None:
         _airflow("connections", "delete", "rw_provider_probe")
 
 
-def test_the_reader_loads_without_airflow_and_the_hook_on_first_access() -> None:
+def test_the_reader_loads_without_airflow_and_the_hook_lives_where_the_provider_says() -> None:
     probe = (
-        "import sys; from airflow_retrywindow.hooks import airflow_api; "
-        "import airflow_retrywindow.get_provider_info as info; info.get_provider_info(); "
+        "import sys; from airflow_retrywindow.hooks import api_reader; "
+        "import airflow_retrywindow.get_provider_info as info; found = info.get_provider_info(); "
         "loaded = lambda: sorted(m for m in sys.modules if m.split('.')[0] in "
         "('airflow', 'airflow_client')); assert loaded() == [], loaded(); "
-        "hook = airflow_api.AirflowApiHook; assert 'airflow.sdk' in sys.modules; "
-        "from airflow_retrywindow.hooks.airflow_api import AirflowApiHook; "
-        "assert AirflowApiHook is hook and AirflowApiHook.__name__ == 'AirflowApiHook'; "
+        "assert not hasattr(api_reader, 'AirflowApiHook'); "
+        "(module,) = found['hooks'][0]['python-modules']; "
+        "from importlib import import_module; hook = import_module(module).AirflowApiHook; "
+        "assert found['connection-types'][0]['hook-class-name'] == module + '.AirflowApiHook'; "
+        "assert hook.__module__ == module and 'airflow.sdk' in sys.modules; "
         "print('ok')"
     )
     done = subprocess.run(
