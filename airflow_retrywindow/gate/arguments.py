@@ -4,7 +4,7 @@ Both decide the targets of their own DAG run the same way, so both take the same
 observations, budget, unit of work, observation age, API connection and skipping
 rule, template the same fields and render a budget's estimate the same way. Both
 take a target's estimate and the deadline from its ``RetryWindowPolicy`` when not
-given them (:mod:`~airflow_retrywindow.gate.estimates`).
+given them (:mod:`~airflow_retrywindow.gate.targets`).
 :class:`RetryWindowArguments` holds that part; each checker raises ``ValueError``
 with the message a DAG author sees when the operator is built. Bounds are the
 model's (:mod:`~airflow_retrywindow.model.bounds`).
@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.estimates import Estimates, GivenEstimate, resolve_estimates
 from airflow_retrywindow.gate.run import GateSettings
+from airflow_retrywindow.gate.targets import Estimates, GivenEstimate, resolve_estimates
 from airflow_retrywindow.hooks.api_reader import MAX_PAGE_SIZE
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down

@@ -29,68 +29,6 @@ FITS_NOW = "fits-now"
 WAIT_CAPACITY = "wait-capacity"
 CAPACITY_INFEASIBLE = "capacity-infeasible"
 
-#: Airflow's marker for a pool without a limit
-UNLIMITED = -1
-
-
-@dataclass(frozen=True)
-class PoolState:
-    """A pool as the API reported it.
-
-    :param name: the pool's name.
-    :param slots: its size, ``-1`` for unlimited.
-    :param occupied: slots held by running and queued tasks (and deferred ones
-        when ``include_deferred``).
-    :param deferred: slots held by deferred tasks.
-    :param open: slots free now, as Airflow computes them (``-1`` when unlimited).
-    :param include_deferred: whether deferred tasks hold their slots.
-    """
-
-    name: str
-    slots: int
-    occupied: int
-    deferred: int
-    open: int
-    include_deferred: bool
-
-    @classmethod
-    def of(cls, row: PoolRow) -> PoolState:
-        """The pool state of a row with the same fields, e.g. the API reader's ``PoolRow``.
-
-        :param row: the pool as reported.
-        """
-        return cls(
-            name=row.name,
-            slots=row.slots,
-            occupied=row.occupied,
-            deferred=row.deferred,
-            open=row.open,
-            include_deferred=row.include_deferred,
-        )
-
-    def open_slots(self) -> int | None:
-        """Slots free now, ``None`` when the pool is unlimited.
-
-        Recomputed from ``slots`` and ``occupied`` and checked against the
-        reported ``open``: the smaller wins, so a stale or odd report can only
-        make the verdict more careful.
-        """
-        if self.slots == UNLIMITED:
-            return None
-        computed = self.slots - self.occupied
-        return min(computed, self.open) if self.open >= 0 else computed
-
-    def as_dict(self) -> dict[str, Any]:
-        """The pool's numbers for the decision record."""
-        return {
-            "pool": self.name,
-            "slots": self.slots,
-            "occupied": self.occupied,
-            "deferred": self.deferred,
-            "open": self.open,
-            "includeDeferred": self.include_deferred,
-        }
-
 
 @dataclass(frozen=True)
 class CapacityVerdict:
@@ -107,7 +45,7 @@ class CapacityVerdict:
     reason: str
     pool: str
     pool_slots: int
-    state: PoolState | None
+    state: PoolRow | None
 
     @property
     def blocks(self) -> bool:
@@ -125,7 +63,7 @@ class CapacityVerdict:
         }
 
 
-def assess(pool_name: str, pool_slots: int, state: PoolState | None) -> CapacityVerdict:
+def assess(pool_name: str, pool_slots: int, state: PoolRow | None) -> CapacityVerdict:
     """The capacity verdict for a task needing ``pool_slots`` slots of ``pool_name``.
 
     :param pool_name: the pool the task runs in.
@@ -177,7 +115,7 @@ def assess(pool_name: str, pool_slots: int, state: PoolState | None) -> Capacity
     )
 
 
-def _held(state: PoolState) -> str:
+def _held(state: PoolRow) -> str:
     deferred = (
         f"{state.deferred} held by deferred tasks"
         if state.include_deferred

@@ -2,7 +2,7 @@
 
 Every task instance is decided on its own: a target that is not mapped is one, a
 mapped target one per map index, each under its own model id
-(:func:`~airflow_retrywindow.gate.instances.model_ids`). Facts are grouped by
+(:func:`~airflow_retrywindow.gate.read.model_ids`). Facts are grouped by
 retry policy into fixtures of at most
 :data:`~airflow_retrywindow.model.bounds.MAX_TASKS` tasks, as many as needed
 (1,000 map indexes make 50); each fixture is decided
@@ -22,14 +22,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 
 from airflow_retrywindow.gate.budget import Budget, BudgetVerdict
-from airflow_retrywindow.gate.capacity import CapacityVerdict, PoolState, assess
-from airflow_retrywindow.gate.instances import UNMAPPED, Instance, label, model_ids
+from airflow_retrywindow.gate.capacity import CapacityVerdict, assess
 from airflow_retrywindow.gate.observe import NOT_ATTEMPTED, Observed
+from airflow_retrywindow.gate.read import UNMAPPED, Instance, label, model_ids
 from airflow_retrywindow.model.bounds import MAX_TASKS
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.model.fixture import Fixture
@@ -39,6 +39,9 @@ from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.reasons import MAX_REASON, moment, reason
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.status import status_update
+
+if TYPE_CHECKING:
+    from airflow_retrywindow.hooks.api_reader import PoolRow
 
 #: decisions that let a guarded task run
 ALLOWING = frozenset({Decision.RETRY_ELIGIBLE.value, NOT_ATTEMPTED})
@@ -211,7 +214,7 @@ def decide(
     deadline: datetime,
     max_observation_age: int,
     origin: datetime | None,
-    pools: Mapping[str, PoolState],
+    pools: Mapping[str, PoolRow],
     budget: Budget | None = None,
 ) -> DecisionTable:
     """Decide every observed task instance and assemble the table.
@@ -307,7 +310,7 @@ def _decided(
     fixture: Fixture,
     clock: Clock,
     index: int,
-    pools: Mapping[str, PoolState],
+    pools: Mapping[str, PoolRow],
 ) -> TargetDecision:
     """The task instance's row from the model's typed decision on the fixture ``index``."""
     observation = fixture.task(decision.id)
@@ -349,7 +352,7 @@ def _decided(
     )
 
 
-def _not_attempted(view: Observed, model_id: str, pools: Mapping[str, PoolState]) -> TargetDecision:
+def _not_attempted(view: Observed, model_id: str, pools: Mapping[str, PoolRow]) -> TargetDecision:
     task_id, name = view.target.task_id, view.instance.label
     text = (
         f"{NOT_ATTEMPTED}: {name} has no try in this run yet; a first run is not a retry, "

@@ -14,7 +14,7 @@ One JSON object per evaluation, pushed before anything is skipped, holding:
   gate's or sensor's own argument; the target has no policy), ``gate and policy``
   (both, the same), ``gate override: <reason>`` (``Work.override``, with the DAG
   author's reason), or, for the deadline of a target without a policy, ``other
-  targets' policies`` (see :mod:`~airflow_retrywindow.gate.estimates`);
+  targets' policies`` (see :mod:`~airflow_retrywindow.gate.targets`);
 * ``budget`` - the budget verdict, when the gate has a budget;
 * ``fixtures`` - every fixture exactly as the model evaluated it, with its
   ``result``, clock ``origin``, ``taskIds`` (model id -> task id) and
@@ -24,7 +24,7 @@ One JSON object per evaluation, pushed before anything is skipped, holding:
 * ``workUnit`` - the unit of work the decision is about;
 * ``override`` - with an approval task (``approval=``): what its answer let
   through, who approved, when, the stated reason and the targets, or why nothing
-  (:meth:`~airflow_retrywindow.gate.override.Override.as_dict`); the decisions
+  (:meth:`~airflow_retrywindow.gate.approve.Override.as_dict`); the decisions
   above stay the model's, and a guarded task it lets through carries the words
   ``refused by the model, overridden by <user>`` in ``guard``;
 * ``statusUpdate`` - a short English update for the people on the incident: one
@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_retrywindow.gate.approve import Override
 from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
-from airflow_retrywindow.gate.override import Override
 from airflow_retrywindow.redaction import without_userinfo
 
 #: held-back map indexes of one target the status update shows a line for

@@ -9,7 +9,7 @@ decision (:mod:`~airflow_retrywindow.gate.record`) and skip what may not run.
 This module and :mod:`~airflow_retrywindow.gate.targets` are the gate's
 Airflow-facing parts: they take the task context, the DAG's tasks and the
 connection to the API (Airflow is imported when they run, not on import). The
-stages (:mod:`~airflow_retrywindow.gate.snapshot`,
+stages (:mod:`~airflow_retrywindow.gate.read`,
 :mod:`~airflow_retrywindow.gate.observe`, :mod:`~airflow_retrywindow.gate.decide`,
 :mod:`~airflow_retrywindow.gate.record`) import no Airflow.
 
@@ -23,20 +23,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pendulum
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
+from airflow_retrywindow.gate.approve import ApprovalReader
 from airflow_retrywindow.gate.budget import Budget
 from airflow_retrywindow.gate.decide import DecisionTable, decide
-from airflow_retrywindow.gate.observations import parse_observations
-from airflow_retrywindow.gate.observe import observe_run
-from airflow_retrywindow.gate.snapshot import GateReader, read_snapshot
+from airflow_retrywindow.gate.observe import observe_run, parse_observations
+from airflow_retrywindow.gate.read import RunReader, read_snapshot
 from airflow_retrywindow.gate.targets import Target, own_map_indexes, resolve_targets
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.work import Work
+
+
+class GateReader(RunReader, ApprovalReader, Protocol):
+    """Every read of one gate evaluation, through one client: one token for all."""
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,8 @@ __all__ = [
 ]
 
 DEFAULT_CONN_ID = "airflow_api_default"
+#: Airflow's marker for a pool without a limit
+UNLIMITED = -1
 #: the most rows per page asked for. The task instance listing (a POST) returns as
 #: many; the GET listings (XCom keys, pools) are capped by the server's
 #: ``[api] maximum_page_limit`` (100 by default), and the reader follows the rows it gets
@@ -131,7 +133,7 @@ class XComKey:
 
 @dataclass(frozen=True)
 class PoolRow:
-    """A pool as the API reported it (``PoolState.of`` turns it into the gate's view).
+    """A pool as the API reported it, and the slots it has free for the gate.
 
     :param name: the pool's name.
     :param slots: its size, ``-1`` for unlimited.
@@ -148,6 +150,29 @@ class PoolRow:
     deferred: int
     open: int
     include_deferred: bool
+
+    def open_slots(self) -> int | None:
+        """Slots free now, ``None`` when the pool is unlimited.
+
+        Recomputed from ``slots`` and ``occupied`` and checked against the
+        reported ``open``: the smaller wins, so a stale or odd report can only
+        make the verdict more careful.
+        """
+        if self.slots == UNLIMITED:
+            return None
+        computed = self.slots - self.occupied
+        return min(computed, self.open) if self.open >= 0 else computed
+
+    def as_dict(self) -> dict[str, Any]:
+        """The pool's numbers for the decision record."""
+        return {
+            "pool": self.name,
+            "slots": self.slots,
+            "occupied": self.occupied,
+            "deferred": self.deferred,
+            "open": self.open,
+            "includeDeferred": self.include_deferred,
+        }
 
 
 @dataclass(frozen=True)

@@ -11,25 +11,30 @@ from airflow.sdk import BaseOperator
 
 from airflow_retrywindow import metrics
 from airflow_retrywindow.exceptions import RetryWindowGateError
+from airflow_retrywindow.gate.approve import (
+    APPROVE,
+    REASON_PARAM,
+    ApprovalReader,
+    Override,
+    approvable,
+    judge,
+    read_approval,
+    unasked,
+)
 from airflow_retrywindow.gate.arguments import (
     RetryWindowArguments,
     deadline_argument,
     targets_argument,
 )
 from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.estimates import Estimates, estimate_problems
-from airflow_retrywindow.gate.override import (
-    APPROVE,
-    REASON_PARAM,
-    Override,
-    approvable,
-    judge,
-    unasked,
-)
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.run import GateSettings, decide_run
-from airflow_retrywindow.gate.snapshot import ApprovalReader, read_approval
-from airflow_retrywindow.gate.targets import target_problems, unsafe_trigger_rule
+from airflow_retrywindow.gate.targets import (
+    Estimates,
+    estimate_problems,
+    target_problems,
+    unsafe_trigger_rule,
+)
 from airflow_retrywindow.hooks.api_reader import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
 from airflow_retrywindow.plugins.link import RetryWindowLink
 from airflow_retrywindow.redaction import describe_exception
@@ -88,7 +93,7 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         table only, takes ``guard=[]``.
     :param observations: explicit observations overriding Airflow's view of
         targets, as a mapping or its JSON text (templated); see
-        :mod:`airflow_retrywindow.gate.observations` for the shape.
+        :mod:`airflow_retrywindow.gate.observe` for the shape.
     :param budget: an approved resource budget for the next attempt; its
         ``estimate`` is templated.
     :param work_unit: the unit of work (business_date, input_partition,

@@ -22,10 +22,14 @@ from airflow_retrywindow.gate.arguments import (
     work_argument,
 )
 from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.estimates import Estimates, estimate_problems
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
-from airflow_retrywindow.gate.targets import target_problems, unsafe_trigger_rule
+from airflow_retrywindow.gate.targets import (
+    Estimates,
+    estimate_problems,
+    target_problems,
+    unsafe_trigger_rule,
+)
 from airflow_retrywindow.hooks.api_reader import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
 from airflow_retrywindow.plugins.link import RetryWindowLink
 from airflow_retrywindow.timing.deadline import Deadline

@@ -31,22 +31,35 @@ from airflow_retrywindow.timing.work import Work
 
 #: hex digits of the hash that keeps an alias unique
 _DIGEST = 8
-#: the readable part of an alias: what is left of the model's length after "-<digest>"
-_READABLE = MAX_TASK_ID_LENGTH - 1 - _DIGEST
+
+
+def model_alias(name: str, key: str, suffix: str = "") -> str:
+    """A readable id the model accepts, unique by a hash of ``key``.
+
+    The model allows 1-48 letters, digits, ``_`` and ``-``; what Airflow names may
+    hold more (dots of task groups, 250 characters, map indexes). The alias keeps
+    what it can of ``name``, then ``suffix``, then ``-<hash of key>``.
+
+    :param name: what the alias should read like, e.g. a task id.
+    :param key: what makes it unique, e.g. the task id or ``load[3]``.
+    :param suffix: kept whole before the hash, e.g. ``-3`` for a map index.
+    """
+    room = max(MAX_TASK_ID_LENGTH - len(suffix) - 1 - _DIGEST, 1)
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:room]
+    digest = hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()[:_DIGEST]
+    return f"{readable}{suffix}-{digest}"
 
 
 def model_task_id(task_id: str) -> str:
     """The id the model sees for an Airflow task id.
 
-    The model allows 1-48 letters, digits, ``_`` and ``-``; Airflow allows dots
-    (task groups) and 250 characters. Other ids get a stable readable alias with a
-    hash suffix; the evidence maps aliases back to task ids.
+    The task id itself when it fits the model's rules, otherwise a stable readable
+    alias with a hash suffix (:func:`model_alias`); the evidence maps aliases back
+    to task ids.
     """
     if TASK_ID.fullmatch(task_id):
         return task_id
-    readable = re.sub(r"[^A-Za-z0-9_-]", "_", task_id)[:_READABLE]
-    digest = hashlib.sha1(task_id.encode(), usedforsecurity=False).hexdigest()[:_DIGEST]
-    return f"{readable}-{digest}"
+    return model_alias(task_id, task_id)
 
 
 @dataclass(frozen=True)

@@ -13,17 +13,17 @@ import pendulum
 import pytest
 
 from airflow_retrywindow.exceptions import ObservationError, RetryWindowGateError, TargetError
-from airflow_retrywindow.gate.airflow_states import RUNNING_STATES, latest_try, needs_history
 from airflow_retrywindow.gate.budget import Budget, BudgetError
-from airflow_retrywindow.gate.capacity import PoolState, assess
+from airflow_retrywindow.gate.capacity import assess
 from airflow_retrywindow.gate.decide import decide, group_by_policy
-from airflow_retrywindow.gate.observations import parse_observations
-from airflow_retrywindow.gate.observe import observe, observe_explicitly
+from airflow_retrywindow.gate.observe import observe, observe_explicitly, parse_observations
+from airflow_retrywindow.gate.read import RUNNING_STATES, latest_try, needs_history
 from airflow_retrywindow.gate.run import GateSettings, decide_run
 from airflow_retrywindow.gate.targets import Target, settings_of
 from airflow_retrywindow.hooks.api_reader import (
     AirflowApi,
     AirflowApiError,
+    PoolRow,
     TaskInstanceRow,
     connection_url,
 )
@@ -414,9 +414,9 @@ def test_a_policy_subclass_gives_the_gate_its_own_settings() -> None:
 # -- pool capacity ---------------------------------------------------------------------
 
 
-def _pool(occupied: int, deferred: int = 0, include_deferred: bool = False) -> PoolState:
+def _pool(occupied: int, deferred: int = 0, include_deferred: bool = False) -> PoolRow:
     held = occupied + (deferred if include_deferred else 0)
-    return PoolState("positions_db", 2, held, deferred, 2 - held, include_deferred)
+    return PoolRow("positions_db", 2, held, deferred, 2 - held, include_deferred)
 
 
 @pytest.mark.parametrize(
@@ -447,12 +447,12 @@ def test_a_missing_or_unlimited_pool() -> None:
     missing = assess("nowhere", 1, None)
     assert missing.verdict == "capacity-infeasible"
     assert "which does not exist" in missing.reason
-    unlimited = PoolState("big", -1, 50, 0, -1, False)
+    unlimited = PoolRow("big", -1, 50, 0, -1, False)
     assert assess("big", 9, unlimited).verdict == "fits-now"
 
 
 def test_the_smaller_of_reported_and_computed_open_slots_counts() -> None:
-    odd = PoolState("positions_db", 2, 0, 0, 1, False)  # report says only 1 is open
+    odd = PoolRow("positions_db", 2, 0, 0, 1, False)  # report says only 1 is open
     assert assess("positions_db", 2, odd).verdict == "wait-capacity"
 
 
@@ -538,18 +538,15 @@ def test_the_pure_parts_import_no_airflow() -> None:
         "airflow_retrywindow.gate.budget",
         "airflow_retrywindow.gate.capacity",
         "airflow_retrywindow.gate.targets",
-        "airflow_retrywindow.gate.estimates",
         "airflow_retrywindow.timing.work",
-        "airflow_retrywindow.gate.airflow_states",
-        "airflow_retrywindow.gate.instances",
-        "airflow_retrywindow.gate.snapshot",
-        "airflow_retrywindow.gate.observations",
+        "airflow_retrywindow.gate.read",
         "airflow_retrywindow.gate.observe",
         "airflow_retrywindow.gate.decide",
+        "airflow_retrywindow.gate.approve",
         "airflow_retrywindow.gate.record",
         "airflow_retrywindow.gate.arguments",
         "airflow_retrywindow.gate.run",
-        "airflow_retrywindow.hooks.airflow_api",
+        "airflow_retrywindow.hooks.api_reader",
     ]
     code = (
         f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"

@@ -17,11 +17,10 @@ import pendulum
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from airflow_retrywindow.gate.capacity import PoolState
 from airflow_retrywindow.gate.decide import decide
 from airflow_retrywindow.gate.observe import observe
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.api_reader import TaskInstanceRow
+from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.retry_settings import RetrySettings
@@ -193,7 +192,7 @@ def test_an_api_clock_a_little_ahead_still_gives_a_valid_fixture() -> None:
     table = decide(
         [view], as_of=read_at.add(microseconds=500), deadline=read_at.add(hours=1),
         max_observation_age=60, origin=ORIGIN,
-        pools={"default_pool": PoolState("default_pool", 128, 0, 0, 128, False)},
+        pools={"default_pool": PoolRow("default_pool", 128, 0, 0, 128, False)},
     )  # fmt: skip
     payload = table.fixtures[0]["fixture"]
     task = payload["tasks"][0]

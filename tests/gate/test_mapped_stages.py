@@ -15,15 +15,20 @@ import pendulum
 import pytest
 
 from airflow_retrywindow.exceptions import ObservationError, TargetError
-from airflow_retrywindow.gate.capacity import PoolState
 from airflow_retrywindow.gate.decide import MAX_NAMED_BLOCKERS, DecisionTable, decide
-from airflow_retrywindow.gate.instances import Instance, model_id, model_ids, parse_label
-from airflow_retrywindow.gate.observations import parse_observations
-from airflow_retrywindow.gate.observe import observe_run
+from airflow_retrywindow.gate.observe import observe_run, parse_observations
+from airflow_retrywindow.gate.read import (
+    Instance,
+    RunSnapshot,
+    instance_rows,
+    model_id,
+    model_ids,
+    parse_label,
+    read_snapshot,
+)
 from airflow_retrywindow.gate.record import MAX_MAPPED_LINES, build
-from airflow_retrywindow.gate.snapshot import RunSnapshot, instance_rows, read_snapshot
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.api_reader import TaskInstanceRow, XComKey
+from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_TASKS, TASK_ID
 from airflow_retrywindow.timing.retry_settings import RetrySettings
@@ -34,7 +39,7 @@ NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
 STARTED = NOW.subtract(minutes=10)
 SAFE = Work(duration=timedelta(minutes=5), validation=timedelta(minutes=1), safe_repeat=True)
 NOT_SAFE = replace(SAFE, safe_repeat=False)
-POOLS = {"db": PoolState("db", 2, 0, 0, 2, False)}
+POOLS = {"db": PoolRow("db", 2, 0, 0, 2, False)}
 
 
 def _target(

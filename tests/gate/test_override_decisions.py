@@ -14,22 +14,22 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.capacity import PoolState
-from airflow_retrywindow.gate.decide import DecisionTable, decide
-from airflow_retrywindow.gate.observe import observe
-from airflow_retrywindow.gate.override import (
+from airflow_retrywindow.gate.approve import (
     OVERRIDABLE,
     STANDING,
     Override,
     approvable,
     judge,
     may_approve,
+    previous_decision,
+    read_approval,
 )
+from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.decide import DecisionTable, decide
+from airflow_retrywindow.gate.observe import observe
 from airflow_retrywindow.gate.record import build
-from airflow_retrywindow.gate.snapshot import previous_decision, read_approval
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.api_reader import ApprovalRow, TaskInstanceRow
+from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInstanceRow
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
@@ -40,7 +40,7 @@ ENDED = NOW.subtract(minutes=30)  # the refused try's end
 APPROVED = NOW.subtract(minutes=5)
 DUE = NOW.add(hours=6)
 WORK = Work(duration=timedelta(minutes=5), validation=timedelta(minutes=1), safe_repeat=True)
-POOLS = {"db": PoolState("db", 2, 0, 0, 2, False)}
+POOLS = {"db": PoolRow("db", 2, 0, 0, 2, False)}
 
 
 def _target(task_id: str, *, retries: int = 0, gated: bool = False) -> Target:

@@ -21,15 +21,12 @@ import pytest
 from airflow_retrywindow.exceptions import ObservationError, RetryWindowGateError, TargetError
 from airflow_retrywindow.gate import run as gate_run
 from airflow_retrywindow.gate.arguments import observation_age_argument
-from airflow_retrywindow.gate.capacity import PoolState
 from airflow_retrywindow.gate.decide import decide, group_by_policy
-from airflow_retrywindow.gate.instances import Instance
-from airflow_retrywindow.gate.observations import parse_observations
-from airflow_retrywindow.gate.observe import observe_run
+from airflow_retrywindow.gate.observe import observe_run, parse_observations
+from airflow_retrywindow.gate.read import Instance, RunSnapshot, read_snapshot
 from airflow_retrywindow.gate.record import build
-from airflow_retrywindow.gate.snapshot import RunSnapshot, read_snapshot
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.api_reader import TaskInstanceRow, XComKey
+from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS, MAX_OBSERVATION_AGE, MAX_TASKS
 from airflow_retrywindow.timing.retry_settings import RetrySettings
@@ -88,7 +85,7 @@ def test_read_lists_instances_keys_and_pools_once_whatever_the_targets() -> None
     assert (snapshot.requests, snapshot.api) == (4, "http://api:8080")
     assert snapshot.latest_tries == {Instance(row.task_id): row for row in rows}
     assert snapshot.xcom_keys == tuple(keys)
-    assert snapshot.pools == {"db": PoolState("db", 2, 0, 0, 2, False)}
+    assert snapshot.pools == {"db": PoolRow("db", 2, 0, 0, 2, False)}
 
 
 def test_read_lists_no_xcom_keys_when_nothing_failed() -> None:
@@ -163,7 +160,7 @@ def _snapshot(
         latest_tries={Instance(row.task_id, row.map_index): row for row in rows},
         xcom_keys=keys,
         evidence={Instance(task_id): value for task_id, value in (evidence or {}).items()},
-        pools={"db": PoolState("db", 2, 0, 0, 2, False)},
+        pools={"db": PoolRow("db", 2, 0, 0, 2, False)},
         requests=3,
         api="http://reader:secret@api:8080",
     )
@@ -289,13 +286,13 @@ def test_the_stages_run_without_airflow() -> None:
         import sys
         from datetime import timedelta
         import pendulum
-        from airflow_retrywindow.gate.capacity import PoolState
+        from airflow_retrywindow.hooks.api_reader import PoolRow
         from airflow_retrywindow.gate.decide import decide
-        from airflow_retrywindow.gate.instances import Instance
-        from airflow_retrywindow.gate.observations import parse_observations
+        from airflow_retrywindow.gate.read import Instance
+        from airflow_retrywindow.gate.observe import parse_observations
         from airflow_retrywindow.gate.observe import observe_run
         from airflow_retrywindow.gate.record import build
-        from airflow_retrywindow.gate.snapshot import RunSnapshot
+        from airflow_retrywindow.gate.read import RunSnapshot
         from airflow_retrywindow.gate.targets import Target
         from airflow_retrywindow.hooks.api_reader import TaskInstanceRow
         from airflow_retrywindow.timing.retry_settings import RetrySettings
@@ -307,7 +304,7 @@ def test_the_stages_run_without_airflow() -> None:
         row = TaskInstanceRow("load", -1, "failed", 1, 2, now.subtract(minutes=2),
                               now.subtract(minutes=1), "db", 1, now)
         snapshot = RunSnapshot(
-            {Instance("load"): row}, pools={"db": PoolState("db", 2, 0, 0, 2, False)}
+            {Instance("load"): row}, pools={"db": PoolRow("db", 2, 0, 0, 2, False)}
         )
         explicit = parse_observations(None, ["load"], as_of=now)
         table = decide(observe_run([target], snapshot, explicit), as_of=now,

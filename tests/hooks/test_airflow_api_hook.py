@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from airflow_retrywindow.exceptions import AirflowApiError
-from airflow_retrywindow.gate.capacity import PoolState
 from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
 from airflow_retrywindow.hooks.api_reader import (
     DEFAULT_CONN_ID,
@@ -186,14 +185,10 @@ def test_a_server_capping_the_page_size_still_gives_every_row(
     assert reader.requests == 1 + 4  # offsets follow the rows received: 0, 2, 4, 6
 
 
-def test_pool_rows_are_plain_and_the_gate_converts_them() -> None:
+def test_a_pool_row_is_the_one_pool_shape_the_gate_decides_with() -> None:
     row = PoolRow("positions_db", 2, 1, 1, 1, True)
-    assert [f.name for f in dataclasses.fields(PoolRow)] == [
-        f.name for f in dataclasses.fields(PoolState)
-    ]
-    state = PoolState.of(row)
-    assert state == PoolState("positions_db", 2, 1, 1, 1, True)
-    assert state.open_slots() == 1
+    assert row.open_slots() == 1
+    assert row.as_dict()["includeDeferred"] is True
 
 
 # -- tokens -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Policy evidence is built by the model, the reason builder and ``evidence.record``
 exactly as :class:`~airflow_retrywindow.RetryWindowPolicy` builds it; a gate's
 record goes through the gate's own observe, decide and record stages, and an
-approval through the gate's own ``judge`` (``gate/override.py``).
+approval through the gate's own ``judge`` (``gate/approve.py``).
 """
 
 from __future__ import annotations
@@ -14,16 +14,14 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.gate import estimates
-from airflow_retrywindow.gate.capacity import PoolState
+from airflow_retrywindow.gate import targets as estimates
+from airflow_retrywindow.gate.approve import Override, judge
 from airflow_retrywindow.gate.decide import DecisionTable, decide
-from airflow_retrywindow.gate.instances import Instance
 from airflow_retrywindow.gate.observe import observe_run
-from airflow_retrywindow.gate.override import Override, judge
+from airflow_retrywindow.gate.read import Instance, RunSnapshot
 from airflow_retrywindow.gate.record import build
-from airflow_retrywindow.gate.snapshot import RunSnapshot
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.api_reader import ApprovalRow, TaskInstanceRow
+from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInstanceRow
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.timing.clock import Clock
@@ -94,7 +92,7 @@ NOW = pendulum.datetime(2026, 12, 1, 5, 40, tz="UTC")
 ESTIMATE_OVERRIDE = "INC-4211: the vendor confirmed the load replaces, not appends"
 #: the approver's stated reason
 APPROVAL_REASON = "vendor re-sent the feed (OPS-4411)"
-#: where each value of the targets' estimates came from, as ``gate/estimates.py`` names it
+#: where each value of the targets' estimates came from, as ``gate/targets.py`` names it
 ESTIMATE_SOURCES = {
     "load": {"duration": estimates.POLICY, "validation": estimates.POLICY,
              "safeRepeat": estimates.OVERRIDE + ESTIMATE_OVERRIDE, "deadline": estimates.POLICY},
@@ -122,7 +120,7 @@ def _table(deadline_in: timedelta, retries: Mapping[str, int]) -> DecisionTable:
         )
         for task_id in work
     }
-    snapshot = RunSnapshot(rows, pools={"db": PoolState("db", 2, 0, 0, 2, False)})
+    snapshot = RunSnapshot(rows, pools={"db": PoolRow("db", 2, 0, 0, 2, False)})
     return decide(
         observe_run(targets, snapshot, {}), as_of=NOW, deadline=NOW + deadline_in,
         max_observation_age=60, origin=None, pools=snapshot.pools,

@@ -27,23 +27,27 @@ the task or an exceeded budget stands, and so do the decisions in
 :data:`STANDING`. A guarded task runs on an approval when every reason holding it
 back is a refusal the approval covers (:meth:`Override.covers`).
 
-Nothing here reads the API or imports Airflow.
+The approval task's answer is read here too, and only when an approval could let
+held-back work through (:func:`read_approval`): the task's human-in-the-loop
+answer and, when that is an approval, the gate's earlier tries. The client is
+passed in; nothing here imports Airflow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pendulum
 
+from airflow_retrywindow.gate.read import UNMAPPED
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.redaction import safe_text
 
 if TYPE_CHECKING:
     from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
-    from airflow_retrywindow.hooks.api_reader import ApprovalRow
+    from airflow_retrywindow.hooks.api_reader import ApprovalRow, TaskInstanceRow
 
 #: the option an approval task offers for "repeat anyway"
 APPROVE = "Approve"
@@ -413,3 +417,81 @@ def _answer_seen(answer: ApprovalRow | None) -> dict[str, Any] | None:
 
 def _iso(moment: pendulum.DateTime | None) -> str | None:
     return None if moment is None else moment.in_timezone("UTC").format(_UTC)
+
+
+# -- reading the approval task ------------------------------------------------------
+
+
+class ApprovalReader(Protocol):
+    """The reads of an approval: those of ``AirflowApiHook(...).get_conn()``."""
+
+    requests: int
+
+    def approval(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = UNMAPPED
+    ) -> ApprovalRow | None: ...
+
+    def task_tries(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = UNMAPPED
+    ) -> list[TaskInstanceRow]: ...
+
+
+@dataclass(frozen=True)
+class ApprovalSnapshot:
+    """What one read found about a gate's approval task.
+
+    :param answer: the task's human-in-the-loop request and answer, ``None`` when it
+        has written none in this run.
+    :param previous_decision: when the gate's previous decision in this run was
+        made: the end of its latest earlier try that succeeded. ``None`` when there
+        is none, or when the answer is no approval (then it is not read).
+    :param requests: REST API requests the reader made.
+    """
+
+    answer: ApprovalRow | None
+    previous_decision: pendulum.DateTime | None
+    requests: int
+
+
+def read_approval(
+    client: ApprovalReader,
+    dag_id: str,
+    run_id: str,
+    approval: str,
+    *,
+    gate: str,
+    gate_try: int,
+) -> ApprovalSnapshot:
+    """Read the approval task's answer, and the gate's previous decision when it approves.
+
+    One request for the answer; when it is an approval and the gate ran before in
+    this run, one more for the gate's tries.
+
+    :param client: the REST API client.
+    :param dag_id: the run's DAG.
+    :param run_id: the run.
+    :param approval: the approval task's id.
+    :param gate: the gate's task id.
+    :param gate_try: the gate's try deciding now.
+    """
+    answer = client.approval(dag_id, run_id, approval)
+    previous = None
+    if may_approve(answer) and gate_try > 1:
+        previous = previous_decision(client.task_tries(dag_id, run_id, gate), gate_try)
+    return ApprovalSnapshot(answer, previous, client.requests)
+
+
+def previous_decision(tries: Sequence[TaskInstanceRow], current: int) -> pendulum.DateTime | None:
+    """When the gate's latest earlier successful try ended: its previous decision.
+
+    A try that failed made no decision. A successful try without an end date counts
+    as deciding when the API answered, so that no approval given before it counts.
+
+    :param tries: the gate's tries in this run.
+    :param current: the try deciding now.
+    """
+    decided = [row for row in tries if row.try_number < current and row.state == "success"]
+    if not decided:
+        return None
+    latest = max(decided, key=lambda row: row.try_number)
+    return latest.end_date or latest.observed_at

@@ -13,34 +13,202 @@ other:
   (an older policy's);
 * one paged listing of the pools the targets use.
 
-A gate with an approval task reads it separately, and only when an approval
-could let held-back work through (:func:`read_approval`): the task's
-human-in-the-loop answer, and when that is an approval, the gate's earlier tries.
-
 What it read is a frozen :class:`RunSnapshot`, one row per task instance
-(:class:`~airflow_retrywindow.gate.instances.Instance`): the later stages decide
-from it alone, so they are tested with a snapshot made by hand instead of a
-server. The client is passed in; nothing here imports Airflow.
+(:class:`Instance`): the later stages decide from it alone, so they are tested
+with a snapshot made by hand instead of a server. The client is passed in;
+nothing here imports Airflow. A gate's approval task is read where approvals are
+judged (:mod:`airflow_retrywindow.gate.approve`).
+
+**Task instances.** A target that is not mapped has one task instance, map index
+``-1``. A mapped task (``.expand()``) or a task inside a mapped task group has one
+per map index, ``0`` to ``n - 1``, once Airflow has expanded it (before that, one
+with ``-1``). The gate decides each on its own: an :class:`Instance` is what it
+decides about. In reasons and status updates an instance is named as Airflow's
+UI lists it: ``load`` or ``load[3]`` (:func:`label`); observations use the same
+names. The model knows each by an id of its own (:func:`model_ids`): a task that
+is not mapped keeps :func:`~airflow_retrywindow.timing.fixtures.model_task_id`; a
+map index is ``<task id>-<map index>`` (``load-3``) when that fits the model's
+rules and no other instance of the gate has it, otherwise a readable alias that
+keeps the map index and ends in a hash (``grp_load-3-1f0e9c2a``).
+
+**Airflow's states.** What each says about a target's latest try:
+
+========================================================  ============================
+Airflow state of the latest try                            model state
+========================================================  ============================
+``success``                                                ``succeeded``
+``queued``, ``scheduled``, ``running``, ``deferred``,      ``running``
+``up_for_reschedule``, ``restarting``, ``awaiting_input``
+``up_for_retry``, ``failed``                               ``retryable``, unless the
+                                                           task's ``RetryWindowPolicy``
+                                                           classified the failure as
+                                                           ``unknown`` or ``terminal``
+never tried (``try_number`` 0)                             ``not-attempted`` (no fixture:
+                                                           a first run is not a retry)
+========================================================  ============================
+
+A task instance reset since its last try (``None``, ``skipped``,
+``upstream_failed``, ``removed``: after a manual clear, a skip, an upstream
+failure or a DAG change) is judged by that last try, read from the task's
+earlier tries. Those are every state of Airflow 3.3's ``TaskInstanceState``; any
+other state is refused (:class:`TargetError`) rather than guessed at, since
+reading past it could turn a try we do not understand into a first run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import re
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_retrywindow.exceptions import TargetError
-from airflow_retrywindow.gate.airflow_states import failed, latest_try, needs_history
-from airflow_retrywindow.gate.capacity import PoolState
-from airflow_retrywindow.gate.instances import UNMAPPED, Instance, label
-from airflow_retrywindow.gate.override import may_approve
+from airflow_retrywindow.model.bounds import TASK_ID
 from airflow_retrywindow.policies import evidence
+from airflow_retrywindow.timing.fixtures import model_alias, model_task_id
 
 if TYPE_CHECKING:
-    import pendulum
-
     from airflow_retrywindow.gate.targets import Target
-    from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInstanceRow, XComKey
+    from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
+
+#: Airflow's map index of a task instance that is not (yet) mapped
+UNMAPPED = -1
+#: ``load[3]``: a map index in a name; task ids cannot hold brackets
+_LABEL = re.compile(r"(?P<task_id>[^\[\]]+)\[(?P<map_index>0|[1-9][0-9]*)\]")
+
+
+@dataclass(frozen=True, order=True)
+class Instance:
+    """One task instance of a target in the gate's DAG run.
+
+    :param task_id: the Airflow task id.
+    :param map_index: its map index, ``-1`` when the task is not (yet) mapped.
+    """
+
+    task_id: str
+    map_index: int = UNMAPPED
+
+    @property
+    def mapped(self) -> bool:
+        """Whether this is one map index of a mapped task."""
+        return self.map_index > UNMAPPED
+
+    @property
+    def label(self) -> str:
+        """Its name in reasons, status updates and observations: ``load`` or ``load[3]``."""
+        return label(self.task_id, self.map_index)
+
+
+def label(task_id: str, map_index: int = UNMAPPED) -> str:
+    """A task instance's name: the task id, with ``[map index]`` when it is mapped.
+
+    :param task_id: the Airflow task id.
+    :param map_index: its map index, ``-1`` when not mapped.
+    """
+    return task_id if map_index <= UNMAPPED else f"{task_id}[{map_index}]"
+
+
+def parse_label(text: str) -> Instance:
+    """The instance a name stands for: ``load`` -> map index -1, ``load[3]`` -> 3.
+
+    :param text: a task id, or a task id with a map index in brackets.
+    """
+    found = _LABEL.fullmatch(text)
+    if found is None:
+        return Instance(text)
+    return Instance(found["task_id"], int(found["map_index"]))
+
+
+def model_id(instance: Instance, *, aliased: bool = False) -> str:
+    """The id the model knows ``instance`` by, before other instances are considered.
+
+    :param instance: the task instance.
+    :param aliased: give a map index its hashed alias even when the plain id fits
+        (used when the plain id is taken).
+    """
+    if not instance.mapped:
+        return model_task_id(instance.task_id)
+    suffix = f"-{instance.map_index}"
+    plain = instance.task_id + suffix
+    if not aliased and TASK_ID.fullmatch(plain):
+        return plain
+    # the label holds brackets, which no task id does: its hash is the instance's own
+    return model_alias(instance.task_id, instance.label, suffix)
+
+
+def model_ids(instances: Iterable[Instance]) -> dict[Instance, str]:
+    """A distinct model id for every instance of one gate, the same for the same instances.
+
+    :param instances: every task instance the gate decides.
+    :raises TargetError: when two instances would still share an id (a hash collision).
+    """
+    ids = {instance: model_id(instance) for instance in instances}
+    taken = Counter(ids.values())
+    for instance, found in ids.items():
+        if instance.mapped and taken[found] > 1:
+            # e.g. map index 3 of "load" and a task named "load-3": the map index yields
+            ids[instance] = model_id(instance, aliased=True)
+    owners: dict[str, list[str]] = {}
+    for instance, found in ids.items():
+        owners.setdefault(found, []).append(instance.label)
+    clashes = {found: names for found, names in owners.items() if len(names) > 1}
+    if clashes:
+        found, names = next(iter(clashes.items()))
+        raise TargetError(
+            f"{' and '.join(map(repr, names))} would both be known to the model as {found!r}; "
+            "rename one of the tasks"
+        )
+    return ids
+
+
+RUNNING_STATES = frozenset(
+    {
+        "queued",
+        "scheduled",
+        "running",
+        "deferred",
+        "up_for_reschedule",
+        "restarting",
+        "awaiting_input",
+    }
+)
+FAILED_STATES = frozenset({"failed", "up_for_retry"})
+SUCCESS_STATES = frozenset({"success"})
+#: states of a try that really started
+TRIED_STATES = RUNNING_STATES | FAILED_STATES | SUCCESS_STATES
+#: states of a task instance that no longer shows its try (or never had one)
+RESET_STATES = frozenset({None, "skipped", "upstream_failed", "removed"})
+
+
+def known_state(row: TaskInstanceRow) -> TaskInstanceRow:
+    """``row``, if the gate knows what its state means; a :class:`TargetError` if not."""
+    if row.state in TRIED_STATES or row.state in RESET_STATES:
+        return row
+    raise TargetError(
+        f"task {label(row.task_id, row.map_index)!r}: try {row.try_number} is in the Airflow "
+        f"state {row.state!r}, "
+        "which the gate does not know, so it cannot tell whether the try ran; check the "
+        "Airflow version (the gate knows Airflow 3.3's task instance states) and decide "
+        "the repeat by hand"
+    )
+
+
+def needs_history(row: TaskInstanceRow | None) -> bool:
+    """Whether the row was reset after a try, so the try itself must be read."""
+    return row is not None and row.try_number > 0 and known_state(row).state in RESET_STATES
+
+
+def latest_try(rows: Sequence[TaskInstanceRow]) -> TaskInstanceRow | None:
+    """The latest try that really started, among a task's tries."""
+    tried = [row for row in rows if known_state(row).state in TRIED_STATES and row.try_number > 0]
+    return max(tried, key=lambda row: row.try_number, default=None)
+
+
+def failed(row: TaskInstanceRow | None) -> bool:
+    """Whether the row is of a try that failed (its failure class may be recorded)."""
+    return row is not None and row.state in FAILED_STATES
+
 
 #: the XCom keys a RetryWindowPolicy leaves (evidence and failure class)
 POLICY_XCOM_PREFIX = "retry_window."
@@ -71,41 +239,6 @@ class RunReader(Protocol):
     def pools(self, names: Collection[str]) -> Mapping[str, PoolRow]: ...
 
 
-class ApprovalReader(Protocol):
-    """The reads of an approval: those of ``AirflowApiHook(...).get_conn()``."""
-
-    requests: int
-
-    def approval(
-        self, dag_id: str, run_id: str, task_id: str, map_index: int = UNMAPPED
-    ) -> ApprovalRow | None: ...
-
-    def task_tries(
-        self, dag_id: str, run_id: str, task_id: str, map_index: int = UNMAPPED
-    ) -> list[TaskInstanceRow]: ...
-
-
-class GateReader(RunReader, ApprovalReader, Protocol):
-    """Every read of one gate evaluation, through one client: one token for all."""
-
-
-@dataclass(frozen=True)
-class ApprovalSnapshot:
-    """What one read found about a gate's approval task.
-
-    :param answer: the task's human-in-the-loop request and answer, ``None`` when it
-        has written none in this run.
-    :param previous_decision: when the gate's previous decision in this run was
-        made: the end of its latest earlier try that succeeded. ``None`` when there
-        is none, or when the answer is no approval (then it is not read).
-    :param requests: REST API requests the reader made.
-    """
-
-    answer: ApprovalRow | None
-    previous_decision: pendulum.DateTime | None
-    requests: int
-
-
 @dataclass(frozen=True)
 class RunSnapshot:
     """What one read of a DAG run found about the gate's targets.
@@ -126,7 +259,7 @@ class RunSnapshot:
     latest_tries: Mapping[Instance, TaskInstanceRow | None]
     xcom_keys: tuple[XComKey, ...] = ()
     evidence: Mapping[Instance, object] = field(default_factory=dict)
-    pools: Mapping[str, PoolState] = field(default_factory=dict)
+    pools: Mapping[str, PoolRow] = field(default_factory=dict)
     requests: int = 0
     api: str = ""
 
@@ -176,7 +309,7 @@ def read_snapshot(
                 )
     by_id = {target.task_id: target for target in targets}
     names = {pool_of(by_id[instance.task_id], row) for instance, row in latest.items()}
-    pools = {name: PoolState.of(pool) for name, pool in client.pools(names).items()}
+    pools = dict(client.pools(names))
     return RunSnapshot(latest, keys, values, pools, client.requests, client.base_url)
 
 
@@ -287,47 +420,3 @@ def _needs_evidence(keys: Sequence[XComKey]) -> bool:
     if any(evidence.failure_of_key(key.key) is not None for key in keys):
         return False
     return any(key.key == evidence.EVIDENCE_KEY for key in keys)
-
-
-def read_approval(
-    client: ApprovalReader,
-    dag_id: str,
-    run_id: str,
-    approval: str,
-    *,
-    gate: str,
-    gate_try: int,
-) -> ApprovalSnapshot:
-    """Read the approval task's answer, and the gate's previous decision when it approves.
-
-    One request for the answer; when it is an approval and the gate ran before in
-    this run, one more for the gate's tries.
-
-    :param client: the REST API client.
-    :param dag_id: the run's DAG.
-    :param run_id: the run.
-    :param approval: the approval task's id.
-    :param gate: the gate's task id.
-    :param gate_try: the gate's try deciding now.
-    """
-    answer = client.approval(dag_id, run_id, approval)
-    previous = None
-    if may_approve(answer) and gate_try > 1:
-        previous = previous_decision(client.task_tries(dag_id, run_id, gate), gate_try)
-    return ApprovalSnapshot(answer, previous, client.requests)
-
-
-def previous_decision(tries: Sequence[TaskInstanceRow], current: int) -> pendulum.DateTime | None:
-    """When the gate's latest earlier successful try ended: its previous decision.
-
-    A try that failed made no decision. A successful try without an end date counts
-    as deciding when the API answered, so that no approval given before it counts.
-
-    :param tries: the gate's tries in this run.
-    :param current: the try deciding now.
-    """
-    decided = [row for row in tries if row.try_number < current and row.state == "success"]
-    if not decided:
-        return None
-    latest = max(decided, key=lambda row: row.try_number)
-    return latest.end_date or latest.observed_at
