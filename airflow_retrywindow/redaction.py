@@ -48,7 +48,19 @@ def safe_text(text: str, *, limit: int = MAX_EXCEPTION_TEXT) -> str:
     :param text: any text that may end up stored.
     :param limit: the most characters kept; a cut text ends with ``...``.
     """
-    cleaned = _USERINFO.sub(rf"\g<scheme>{MASK}@", _masked(text))
+    return without_credentials(_masked(text), limit=limit)
+
+
+def without_credentials(text: str, *, limit: int = MAX_EXCEPTION_TEXT) -> str:
+    """``text`` with URL credentials masked, cut to ``limit``, without Airflow's masker.
+
+    For the command line, which must not import Airflow: outside a task nothing is
+    registered with the masker, so only the URL credentials are left to remove.
+
+    :param text: any stored text about to be shown.
+    :param limit: the most characters kept; a cut text ends with ``...``.
+    """
+    cleaned = _USERINFO.sub(rf"\g<scheme>{MASK}@", text)
     return cleaned if len(cleaned) <= limit else cleaned[: max(limit - 3, 0)] + "..."
 
 

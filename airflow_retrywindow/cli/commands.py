@@ -47,7 +47,14 @@ status update per task (what is confirmed, what is still unknown, the next
 action and when the next evidence is due), then what the model does not claim.
 
 Times are model seconds (t=103) unless --origin gives the clock origin stored
-next to the fixture in a decision record: then they are UTC wall-clock times."""
+next to the fixture in a decision record: then they are UTC wall-clock times.
+
+FILE may also be one decision as RetryWindowPolicy stored it (an entry of
+retry_window.evidence, with its fixture and origin): it is explained on its own
+origin, and a status read of a resumable job stored with it (reconciliation) is
+shown under the table: the job, its status, whether the request reached the
+service, whether the job finished, what still needs validation and what the
+next try does."""
 
 _ORIGIN_HELP = (
     "the clock origin stored with the fixture (the record's 'origin', e.g. "

@@ -4,7 +4,10 @@ The body follows the runbook's hand-off: the decision and its reason, the status
 update (confirmed state, what is still unknown, the next action, when the next
 evidence is due), the unit of work, and for ``deadline-infeasible`` the impact to
 report instead of retrying (how late, who is affected, the operational
-alternative). For a gate with an approval task it states the approved override
+alternative). For a policy decision taken on a resumable job's status read, it
+names the job and says whether the request reached the service, whether the job
+finished, what still needs validation and what the next try does with the job.
+For a gate with an approval task it states the approved override
 (who, when, why, which targets) beside the model's unchanged decisions, or, when
 work is held back, why there is none; a target's estimate sources are named only
 when one of them is a gate override. When no decision could be found, the
@@ -24,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_retrywindow.gate.instances import parse_label
+from airflow_retrywindow.gate.read import parse_label
 from airflow_retrywindow.notifications.notice import Lateness, Notice
 from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.redaction import safe_text
@@ -143,7 +146,8 @@ def compose(
     lines += [f"Unit of work: {_work_unit(work_unit)}."]
     if evidence:
         lines += [f"Evidence: {evidence}."]
-    lines += [_NEVER_ACTS]
+    read = [n.job.job for n in notices if n.job is not None and n.job.outcome != "no-id"]
+    lines += [_read_once(read) if read else _NEVER_ACTS]
     if single:
         tried = f" try {task.try_number}" if task.try_number is not None else ""
         subject = f"{head.decision}: {task.name}{tried}, {_label(head)}"
@@ -187,6 +191,14 @@ def compose_missing(
     return _masked(subject, lines, decision=NO_DECISION, reason=why)
 
 
+def _read_once(jobs: Sequence[str]) -> str:
+    """What the gate did to the jobs it reconciled: one status read each, nothing more."""
+    return (
+        f"The gate only decides: it read the status of {', '.join(jobs)} once, through the "
+        "operator, and submitted, cancelled and polled no job."
+    )
+
+
 def _label(notice: Notice) -> str:
     """The short part of the outcome: ``retry refused``, ``held back by the gate``, ..."""
     return notice.outcome.partition(":")[0]
@@ -199,6 +211,7 @@ def _decision_lines(notice: Notice, *, heading: bool) -> list[str]:
         f"What happens now: {notice.outcome}",
         f"Reason: {notice.reason}",
     ]
+    lines += _job_lines(notice)
     if notice.estimate:
         lines.append(f"Estimate: {notice.estimate}")
     if notice.status:
@@ -209,6 +222,19 @@ def _decision_lines(notice: Notice, *, heading: bool) -> list[str]:
             "next: read the cause in the reason and repair it before anyone clears the task."
         )
     return [*lines, ""]
+
+
+def _job_lines(notice: Notice) -> list[str]:
+    """The resumable job read before deciding: its id, its status, the three answers."""
+    if notice.job_problem:
+        return [
+            f"Reconciled job: the stored reconciliation could not be read ({notice.job_problem}); "
+            "nothing is said here about the job."
+        ]
+    if notice.job is None:
+        return []
+    lines = [f"Reconciled before deciding: {notice.job.job}"]
+    return [*lines, *(f"  {question}: {answer}" for question, answer in notice.job_answers())]
 
 
 def _override_lines(override: OverrideEntry, *, held: bool) -> list[str]:

@@ -5,7 +5,9 @@ anything itself. It reads one of the two things the provider stores:
 
 * the evidence :class:`~airflow_retrywindow.RetryWindowPolicy` keeps for a try
   (the exact fixture, its clock origin, the model's result and the reason, see
-  :mod:`airflow_retrywindow.policies.evidence`);
+  :mod:`airflow_retrywindow.policies.evidence`), with the status read of a
+  resumable job when one was reconciled before deciding
+  (:mod:`airflow_retrywindow.reconciliation`);
 * the decision record a gate or a sensor publishes as its ``return_value`` XCom
   (see :mod:`airflow_retrywindow.gate.record`), with where each estimate came
   from and, for a gate with an approval task, its ``override`` entry
@@ -27,11 +29,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import pendulum
+
+from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import Verdict
 from airflow_retrywindow.plugins.estimate_source import EstimateSource
 from airflow_retrywindow.plugins.override_entry import OverrideEntry
+from airflow_retrywindow.reconciliation import RESCHEDULE, RUN, Reconciliation
+from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import moment
 from airflow_retrywindow.timing.status import status_update
@@ -40,6 +47,8 @@ from airflow_retrywindow.timing.status import status_update
 GATE_ERROR = "gate-error"
 #: how real times are written in a notification: dated, UTC
 _UTC = "YYYY-MM-DD HH:mm:ss[Z]"
+#: the longest account of an unreadable stored value kept
+_MAX_PROBLEM = 500
 #: the gate's decisions that let guarded work run
 _GATE_ALLOWS = frozenset({Decision.RETRY_ELIGIBLE.value, "not-attempted"})
 
@@ -72,6 +81,11 @@ class Notice:
     :param try_number: the Airflow try the decision was taken for.
     :param estimate: where each estimate value came from, in one line; only when
         one of them is a gate override (mails stay short otherwise).
+    :param action: the policy's stored action: retry, fail, default, run or reschedule.
+    :param start_at: for a try the retry-start check rescheduled, when it may start (UTC text).
+    :param job: the status read of a resumable job the decision was taken on.
+    :param job_problem: what could not be read of a stored reconciliation, naming
+        the field and the value; nothing is then said about the job.
     """
 
     task_id: str
@@ -83,6 +97,21 @@ class Notice:
     lateness: Lateness | None = None
     try_number: int | None = None
     estimate: str | None = None
+    action: str | None = None
+    start_at: str | None = None
+    job: Reconciliation | None = None
+    job_problem: str | None = None
+
+    def job_answers(self) -> tuple[tuple[str, str], ...]:
+        """The reconciled job's facts and what the next try does, as (question, answer)."""
+        if self.job is None:
+            return ()
+        return self.job.answers(_written, action=self.action, start_at=self.start_at)
+
+
+def _written(when: pendulum.DateTime) -> str:
+    """A time as notifications write it: dated, UTC."""
+    return when.in_timezone("UTC").format(_UTC)
 
 
 # -- the policy's evidence -----------------------------------------------------------
@@ -107,6 +136,7 @@ def from_evidence(entry: Mapping[str, Any], task_id: str) -> Notice:
     """
     action = _text(entry, "action")
     try_number = _try_number(entry)
+    job, job_problem = _reconciliation(entry)
     if "fixture" not in entry:  # written when the gate could not evaluate
         return Notice(
             task_id=task_id,
@@ -135,26 +165,54 @@ def from_evidence(entry: Mapping[str, Any], task_id: str) -> Notice:
             deadline=clock.at(fixture.deadline).format(_UTC),
             seconds=decision.estimated_finish - fixture.deadline,
         )
+    start_at = None
+    if action == RESCHEDULE and decision.earliest_start is not None:
+        start_at = clock.at(decision.earliest_start).format(_UTC)
     return Notice(
         task_id=task_id,
         decision=decision.decision.value,
         reason=_text(entry, "reason"),
-        outcome=_outcome(action, decision.decision.value),
+        outcome=_outcome(action, decision.decision.value, job, start_at),
         refused=action == "fail",
         status=_named(status, model_id, task_id),
         lateness=lateness,
         try_number=try_number,
+        action=action,
+        start_at=start_at,
+        job=job,
+        job_problem=job_problem,
     )
 
 
-def _outcome(action: str, decision: str) -> str:
+def _outcome(
+    action: str, decision: str, job: Reconciliation | None = None, start_at: str | None = None
+) -> str:
     if action == "retry":
+        if job is not None and job.allows:
+            return f"retry allowed: the next try {job.does()}"
         if decision == Decision.WAIT_BACKOFF.value:
             return "retry allowed: Airflow starts the next try once the backoff has passed"
         return "retry allowed: Airflow starts the next try now"
+    if action == RUN:  # decided when the try started
+        return f"try runs: it {job.does()}" if job else "try runs: the retry-start check let it"
+    if action == RESCHEDULE:
+        return (
+            "try rescheduled: the same try starts again at "
+            f"{start_at or 'the end of the backoff'}, and is decided again then"
+        )
     if action not in _ACTION_OUTCOME:
-        raise ValueError(f"action must be retry, fail or default, got {action!r}")
+        raise ValueError(f"action must be retry, fail, default, run or reschedule, got {action!r}")
     return _ACTION_OUTCOME[action]
+
+
+def _reconciliation(entry: Mapping[str, Any]) -> tuple[Reconciliation | None, str | None]:
+    """The decision's reconciled job, or what could not be read of it: never a guess."""
+    if "reconciliation" not in entry:
+        return None, None
+    try:
+        return Reconciliation.of(entry["reconciliation"]), None
+    except RecordError as error:
+        return None, safe_text(str(error), limit=_MAX_PROBLEM)
 
 
 def _model_id(entry: Mapping[str, Any], fixture: Fixture, task_id: str) -> str:

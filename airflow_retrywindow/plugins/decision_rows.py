@@ -4,7 +4,8 @@ Two kinds of stored value become rows here:
 
 * the policy's evidence (:mod:`~airflow_retrywindow.policies.evidence`): the
   decision history kept in the task state store, or the latest decision kept in
-  XCom when the store holds nothing;
+  XCom when the store holds nothing, with the status read of a resumable job
+  where one was reconciled (:mod:`~airflow_retrywindow.reconciliation`);
 * a gate's or a sensor's decision record (:mod:`~airflow_retrywindow.gate.record`),
   their ``return_value`` XCom, with where each estimate came from
   (:mod:`~airflow_retrywindow.plugins.estimate_source`) and a gate's approved
@@ -31,12 +32,13 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
-from airflow_retrywindow.gate.instances import label
+from airflow_retrywindow.gate.read import label
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import TaskDecision, Verdict
 from airflow_retrywindow.plugins.estimate_source import EstimateSource
 from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.plugins.timeline import Timeline, timeline
+from airflow_retrywindow.reconciliation import RESCHEDULE, Reconciliation, action_words
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import moment
@@ -100,8 +102,12 @@ class DecisionRow:
     :param attempts: attempts of the window used so far.
     :param max_attempts: the attempt budget.
     :param failure: how the failed attempt was classified.
-    :param told: what Airflow was told (policy) or the gate's action.
+    :param told: what Airflow was told (policy, in words for a try start or a
+        reconciled job) or the gate's action.
     :param check: which check decided: ``retry-policy`` or ``retry-start`` (policy only).
+    :param action: the policy's stored action: retry, fail, default, run or reschedule.
+    :param start_at: for a try the retry-start check rescheduled, when it may start.
+    :param reconciliation: the status read of a resumable job the decision was taken on.
     :param work_unit: the unit of work, in words.
     :param status: the English status update.
     :param capacity: the pool capacity verdict, when a gate gave one.
@@ -136,6 +142,9 @@ class DecisionRow:
     problem: str | None = None
     estimate: str | None = None
     override: str | None = None
+    action: str | None = None
+    start_at: pendulum.DateTime | None = None
+    reconciliation: Reconciliation | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +243,8 @@ def policy_row(task_id: str, map_index: int, entry: object, index: int) -> Decis
         return DecisionRow(task_id, by, map_index=map_index, problem=problem)
     try_number = _optional_int(entry, "tryNumber")
     reason = shown(entry.get("reason", ""))
+    action = _optional_text(entry.get("action"))
+    job, job_problem = _reconciliation(entry)
     base = DecisionRow(
         task_id,
         by,
@@ -242,17 +253,23 @@ def policy_row(task_id: str, map_index: int, entry: object, index: int) -> Decis
         decision="gate-error" if reason.startswith("gate-error") else "unreadable",
         reason=reason,
         failure=_optional_text(entry.get("failure")),
-        told=_optional_text(entry.get("action")),
+        told=_told(action, job, None),
         check=_optional_text(entry.get("check")),
         deadline_rule=_optional_text(entry.get("deadline")),
+        action=action,
+        reconciliation=job,
+        problem=job_problem,
     )
     if "fixture" not in entry:  # the gate could not evaluate: there is nothing to replay
         return base
     suffix = f"try-{try_number}" if try_number is not None else f"decision-{index}"
     try:
         decided = _Decided.of(entry, model_id=None)
+        start_at = decided.start_at() if action == RESCHEDULE else None
         return replace(
             base,
+            told=_told(action, job, start_at),
+            start_at=start_at,
             decided_at=decided.clock.at(decided.fixture.as_of),
             decision=decided.stored_decision,
             deadline=decided.clock.at(decided.fixture.deadline),
@@ -261,10 +278,29 @@ def policy_row(task_id: str, map_index: int, entry: object, index: int) -> Decis
             status=decided.status(task_id),
             timeline=decided.timeline(),
             replay=decided.replay(task_id, map_index, f"policy-{index}", suffix),
-            problem=decided.mismatch(),
+            problem=_joined(job_problem, decided.mismatch()),
         )
     except UNREADABLE as error:
-        return replace(base, decision="unreadable", problem=shown(error))
+        return replace(base, decision="unreadable", problem=_joined(job_problem, shown(error)))
+
+
+def _told(
+    action: str | None, job: Reconciliation | None, start_at: pendulum.DateTime | None
+) -> str | None:
+    """The stored action in words, with when a rescheduled try may start."""
+    if action is None:
+        return None
+    return action_words(action, job, start_at=formatted(start_at) if start_at else None)
+
+
+def _reconciliation(entry: Mapping[str, Any]) -> tuple[Reconciliation | None, str | None]:
+    """The decision's reconciled job, or what could not be read of it: never a guess."""
+    if "reconciliation" not in entry:
+        return None, None
+    try:
+        return Reconciliation.of(entry["reconciliation"], mask=shown), None
+    except RecordError as error:
+        return None, shown(error)
 
 
 # -- a gate's or a sensor's decision record -----------------------------------------------
@@ -525,6 +561,11 @@ class _Decided:
     @property
     def task_attempts(self) -> int:
         return self.fixture.task(self.replayed.id).attempts
+
+    def start_at(self) -> pendulum.DateTime | None:
+        """The model's earliest start of the next attempt, as a time."""
+        at = self.replayed.earliest_start
+        return None if at is None else self.clock.at(at)
 
     def replay(self, owner: str, map_index: int, name: str, suffix: str) -> Replay:
         return Replay(

@@ -2,7 +2,7 @@
 
 A gate's or sensor's decision record keeps, per decision, ``estimateSource``:
 for each of ``duration``, ``validation``, ``safeRepeat`` and ``deadline`` the
-source its value came from (see :mod:`~airflow_retrywindow.gate.estimates`). The
+source its value came from (see :mod:`~airflow_retrywindow.gate.targets`). The
 view and the notifier say it the same way, grouped by source, for example::
 
     duration, validation, deadline from load's policy; safe repeat: gate override — INC-4211
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from airflow_retrywindow.exceptions import RecordError
-from airflow_retrywindow.gate.estimates import AGREED, GATE, OTHER_POLICIES, OVERRIDE, POLICY
+from airflow_retrywindow.gate.targets import AGREED, GATE, OTHER_POLICIES, OVERRIDE, POLICY
 from airflow_retrywindow.redaction import safe_text
 
 #: the record's field -> its name in words, in the order a line lists them

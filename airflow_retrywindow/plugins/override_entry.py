@@ -3,7 +3,7 @@
 A gate given an approval task (``approval=``) stores beside the model's
 decisions what the approval let through: who approved, when, the stated reason,
 the targets released and the refusals overridden, or why nothing (see
-:meth:`~airflow_retrywindow.gate.override.Override.as_dict` and
+:meth:`~airflow_retrywindow.gate.approve.Override.as_dict` and
 ``docs/approved-override.md``). This reads that entry as stored, and refuses one
 that claims an override without saying who approved it and when: an override is
 never shown on a guess.

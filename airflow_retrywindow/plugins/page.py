@@ -37,8 +37,9 @@ BAR = 20.0
 #: beside the model's badge of a refusal an approval overrode
 _OVERRIDDEN_BADGE = ' <span class="badge override">overridden</span>'
 _NOT_DECIDING = (
-    "Times are UTC. The gate decides and explains; it never submits, cancels or observes a job, "
-    "proves idempotency or approves a retry."
+    "Times are UTC. The gate decides and explains; it never submits, cancels or polls a job "
+    "(of a resumable job it reads the status once, before deciding), proves idempotency or "
+    "approves a retry."
 )
 
 
@@ -123,6 +124,11 @@ def fixture_json(fixture: object) -> str:
 
 def _policy_section(links: ViewLinks, rows: Sequence[DecisionRow], *, with_task: bool) -> list[str]:
     count = f"{len(rows)} decision{'s' if len(rows) != 1 else ''}"
+    when = (
+        "at failure time and at try start"
+        if any(row.check == "retry-start" for row in rows)
+        else "at failure time"
+    )
     head = [
         "When",
         "Try",
@@ -151,7 +157,7 @@ def _policy_section(links: ViewLinks, rows: Sequence[DecisionRow], *, with_task:
     ]
     out = [
         '<section class="policy">',
-        f"<h2>RetryWindowPolicy · {count} at failure time</h2>",
+        f"<h2>RetryWindowPolicy · {count} {when}</h2>",
         _table(head, table),
     ]
     out += [
@@ -239,10 +245,25 @@ def _article(links: ViewLinks, row: DecisionRow, *, title: str) -> str:
     if row.timeline is not None:
         parts.append(_figure(row.timeline))
     parts.append(_facts((name, value) for name, value in facts if value))
+    if row.reconciliation is not None:
+        parts.append(_reconciliation(row))
     if row.replay is not None:
         parts.append(_replay(links, row.replay))
     parts.append("</article>")
     return "\n".join(parts)
+
+
+def _reconciliation(row: DecisionRow) -> str:
+    """The resumable job read before deciding: the job, its status, the three questions."""
+    job = row.reconciliation
+    if job is None:
+        return ""
+    start_at = formatted(row.start_at) if row.start_at else None
+    answers = job.answers(formatted, action=row.action, start_at=start_at)
+    return (
+        f'<div class="reconciliation" data-outcome="{_e(job.outcome)}">'
+        f"<h4>Reconciled before deciding: {_e(job.job)}</h4>" + _facts(answers) + "</div>"
+    )
 
 
 def _override_block(entry: OverrideEntry) -> str:

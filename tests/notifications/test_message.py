@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_retrywindow.exceptions import RecordError
-from airflow_retrywindow.gate.override import unasked
+from airflow_retrywindow.gate.approve import unasked
 from airflow_retrywindow.notifications.message import (
     NO_DECISION,
     Impact,

@@ -1,7 +1,14 @@
-"""Debian's chromium, driven through its chromedriver, for the view's browser test."""
+"""Chromium, driven through its chromedriver, for the view's browser test.
+
+Debian's packages (``/usr/bin/chromium``, ``/usr/bin/chromedriver``) by default;
+elsewhere the ``CHROMIUM`` and ``CHROMEDRIVER`` environment variables, or
+``chromium`` and ``chromedriver`` on PATH (README.md, "Requirements").
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,8 +16,17 @@ from pathlib import Path
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+def _program(variable: str, name: str) -> Path:
+    """The program ``variable`` names, else Debian's, else ``name`` found on PATH."""
+    if os.environ.get(variable):
+        return Path(os.environ[variable])
+    debian = Path("/usr/bin") / name
+    return debian if debian.exists() else Path(shutil.which(name) or debian)
+
+
+CHROMIUM = _program("CHROMIUM", "chromium")
+CHROMEDRIVER = _program("CHROMEDRIVER", "chromedriver")
 # without the network switches chromium keeps calling home on a closed network
 SWITCHES = (
     "--headless",
@@ -27,7 +43,7 @@ SWITCHES = (
 
 
 def installed() -> bool:
-    """Whether chromium and its driver are where Debian puts them."""
+    """Whether chromium and its driver are there."""
     return CHROMIUM.exists() and CHROMEDRIVER.exists()
 
 
