@@ -28,10 +28,10 @@ import pendulum
 
 from airflow_retrywindow.gate.budget import Budget, BudgetVerdict
 from airflow_retrywindow.gate.capacity import CapacityVerdict, assess
-from airflow_retrywindow.gate.observe import NOT_ATTEMPTED, Observed
+from airflow_retrywindow.gate.observe import Observed
 from airflow_retrywindow.gate.read import UNMAPPED, Instance, label, model_ids
 from airflow_retrywindow.model.bounds import MAX_TASKS
-from airflow_retrywindow.model.decisions import Decision
+from airflow_retrywindow.model.decisions import NOT_ATTEMPTED, Decision, lets_run_now
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import TaskDecision, Verdict
 from airflow_retrywindow.timing.clock import Clock
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from airflow_retrywindow.hooks.api_reader import PoolRow
 
 #: decisions that let a guarded task run
-ALLOWING = frozenset({Decision.RETRY_ELIGIBLE.value, NOT_ATTEMPTED})
 WAIT_BACKOFF = Decision.WAIT_BACKOFF.value
 #: held-back map indexes a target's blockers name one by one; the rest are counted
 MAX_NAMED_BLOCKERS = 20
@@ -82,7 +81,7 @@ class TargetDecision:
     @property
     def allows(self) -> bool:
         """Whether the decision itself lets the task run (capacity and budget aside)."""
-        return self.decision in ALLOWING
+        return lets_run_now(self.decision)
 
     @property
     def label(self) -> str:

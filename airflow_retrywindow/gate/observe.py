@@ -59,6 +59,7 @@ from airflow_retrywindow.gate.read import (
 )
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS
+from airflow_retrywindow.model.decisions import NOT_ATTEMPTED
 from airflow_retrywindow.model.states import TaskState
 from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
@@ -68,7 +69,6 @@ from airflow_retrywindow.timing.fixtures import TaskFacts
 if TYPE_CHECKING:
     from airflow_retrywindow.hooks.api_reader import TaskInstanceRow
 
-NOT_ATTEMPTED = "not-attempted"
 #: how far an API time may run ahead of this worker's clock before we refuse
 CLOCK_TOLERANCE = timedelta(seconds=5)
 

@@ -36,7 +36,37 @@ class Decision(str, Enum):
         """Whether another attempt may start, now or once the backoff has passed."""
         return self is Decision.WAIT_BACKOFF or self is Decision.RETRY_ELIGIBLE
 
+    @property
+    def allows_now(self) -> bool:
+        """Whether another attempt may start now."""
+        return self is Decision.RETRY_ELIGIBLE
+
+    @property
+    def repeats_nothing(self) -> bool:
+        """Whether a next try could only look at work that exists: a job still running
+        (reconnect to it) or one that succeeded (collect its result)."""
+        return self is Decision.OBSERVE_RUNNING or self is Decision.VALIDATE_OUTPUT
+
+    @classmethod
+    def named(cls, value: object) -> Decision | None:
+        """The decision a stored text names, ``None`` for any other value."""
+        return _BY_VALUE.get(value) if isinstance(value, str) else None
+
 
 _SCHEDULED = frozenset(
     {Decision.DEADLINE_INFEASIBLE, Decision.WAIT_BACKOFF, Decision.RETRY_ELIGIBLE}
 )
+_BY_VALUE = {decision.value: decision for decision in Decision}
+
+#: what a gate records for a target with no try in the run yet: a first run is not
+#: a retry, so there is nothing for the model to decide
+NOT_ATTEMPTED = "not-attempted"
+
+
+def lets_run_now(decision: object) -> bool:
+    """Whether a gate's recorded decision lets the guarded work run now.
+
+    :param decision: a stored decision: the model's, or :data:`NOT_ATTEMPTED`.
+    """
+    found = Decision.named(decision)
+    return decision == NOT_ATTEMPTED or (found is not None and found.allows_now)

@@ -32,7 +32,7 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
-from airflow_retrywindow.model.decisions import Decision
+from airflow_retrywindow.model.decisions import Decision, lets_run_now
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import Verdict
 from airflow_retrywindow.plugins.estimate_source import EstimateSource
@@ -50,7 +50,6 @@ _UTC = "YYYY-MM-DD HH:mm:ss[Z]"
 #: the longest account of an unreadable stored value kept
 _MAX_PROBLEM = 500
 #: the gate's decisions that let guarded work run
-_GATE_ALLOWS = frozenset({Decision.RETRY_ELIGIBLE.value, "not-attempted"})
 
 
 @dataclass(frozen=True)
@@ -273,7 +272,7 @@ def from_gate_record(record: Mapping[str, Any]) -> tuple[Notice, ...]:
                 decision=decision,
                 reason=_text(row, "reason"),
                 outcome=_gate_outcome(held, run, overridden),
-                refused=bool(held) or (not run and not overridden and decision not in _GATE_ALLOWS),
+                refused=bool(held) or (not run and not overridden and not lets_run_now(decision)),
                 status=str(row["status"]) if isinstance(row.get("status"), str) else None,
                 lateness=_row_lateness(row, deadline),
                 try_number=row.get("tryNumber") if isinstance(row.get("tryNumber"), int) else None,

@@ -16,6 +16,7 @@ from importlib.resources import files
 
 import pendulum
 
+from airflow_retrywindow.model.decisions import lets_run_now
 from airflow_retrywindow.plugins.addresses import ViewLinks
 from airflow_retrywindow.plugins.decision_rows import (
     DecisionRow,
@@ -28,7 +29,6 @@ from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.plugins.timeline import LABEL_PAD, WIDTH, Instant, Stretch, Timeline
 
 #: decisions that let the task run, and those that only hold it for now
-ALLOWING = frozenset({"retry-eligible", "not-attempted"})
 WAITING = frozenset({"wait-backoff", "observe-running"})
 UNDECIDED = frozenset({"gate-error", "unreadable"})
 #: the height of one label row of the timeline
@@ -430,7 +430,7 @@ def _badge(decision: str) -> str:
 
 
 def _tone(decision: str) -> str:
-    if decision in ALLOWING:
+    if lets_run_now(decision):
         return "allow"
     if decision in WAITING:
         return "wait"

@@ -30,7 +30,7 @@ import pendulum
 from airflow.sdk import RetryDecision, RetryPolicy
 
 from airflow_retrywindow import metrics
-from airflow_retrywindow.model import evaluate
+from airflow_retrywindow.model import Decision, evaluate
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.policies.failures import RETRYABLE, UNKNOWN, Classifier, ExceptionSpec
@@ -52,10 +52,6 @@ from airflow_retrywindow.timing.work import Work
 
 log = logging.getLogger(__name__)
 
-#: decisions that let Airflow run the task again
-_RETRY = frozenset({"wait-backoff", "retry-eligible"})
-#: decisions on a job that a next try only reconnects to or collects from
-_RECONNECT_OR_COLLECT = frozenset({"observe-running", "validate-output"})
 #: the ``check`` of a decision taken when a try starts
 RETRY_START = "retry-start"
 _ON_ERROR = ("fail", "default")
@@ -403,14 +399,14 @@ class RetryWindowPolicy(RetryPolicy):
 
 
 def _airflow_decision(entry: Mapping[str, Any], text: str, job: JobRead | None) -> RetryDecision:
-    decision = entry["decision"]
-    if job is not None and job.allows and decision in _RECONNECT_OR_COLLECT:
+    decision = Decision(entry["decision"])
+    if job is not None and job.allows and decision.repeats_nothing:
         # the next try submits nothing: it reconnects to the job or collects its result
         return RetryDecision.retry(delay=timedelta(0), reason=text)
-    if decision not in _RETRY:
+    if not decision.allows_retry:
         return RetryDecision.fail(reason=text)
     # hand Airflow the model's own delay: its jittered backoff is not what we checked
-    wait = entry["backoff"] if decision == "wait-backoff" else 0
+    wait = entry["backoff"] if decision is Decision.WAIT_BACKOFF else 0
     return RetryDecision.retry(delay=timedelta(seconds=wait), reason=text)
 
 

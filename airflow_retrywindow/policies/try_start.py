@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.policies.job_status import TRY_START_KEY, JobRead, TryStart
 
 RUN = "run"
@@ -50,17 +51,14 @@ class StartVerdict:
         :param job: what the status read found, when a job was read.
         """
         text = reason or decision
-        if job is not None and job.allows and decision in _REPEATS_NOTHING:
+        found = Decision(decision)
+        if job is not None and job.allows and found.repeats_nothing:
             return cls(RUN, text, expects=job.allows)
-        if decision == "retry-eligible":
+        if found.allows_now:
             return cls(RUN, text)
-        if decision == "wait-backoff" and start_at is not None:
+        if found.allows_retry and start_at is not None:
             return cls(RESCHEDULE, text, start_at=start_at)
         return cls(REFUSE, text)
-
-
-#: decisions under which a try only reconnects to or collects from an existing job
-_REPEATS_NOTHING = frozenset({"observe-running", "validate-output"})
 
 
 def mark_start(task: Any, store: Any, try_number: int, expects: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pendulum
 
+from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.timing.clock import Clock
 
 MAX_REASON = 499
@@ -50,7 +51,8 @@ def reason(
     attempts, limit = int(task["attempts"]), int(payload["policy"]["maxAttempts"])
     cause = f" ({subject})" if subject else ""
     deadline = at(int(payload["deadline"]))
-    if decision in ("wait-backoff", "retry-eligible", "deadline-infeasible"):
+    found = Decision.named(decision)
+    if found is not None and found.scheduled:
         start, finish = at(result["earliestStart"]), at(result["estimatedFinish"])
         nth = f"attempt {attempts + 1} of {limit}"
         if decision == "deadline-infeasible":
