@@ -35,8 +35,6 @@ import pendulum
 from airflow_retrywindow.exceptions import ClockError, DeadlineError
 from airflow_retrywindow.timing.clock import require_aware
 
-#: where the Task SDK defines the built-in references; a subclass elsewhere is custom
-SDK_MODULE = "airflow.sdk.definitions.deadline"
 LOGICAL_DATE = "DagRunLogicalDateDeadline"
 FIXED_DATETIME = "FixedDatetimeDeadline"
 QUEUED_AT = "DagRunQueuedAtDeadline"
@@ -182,7 +180,7 @@ def _instant_parts(alert: object) -> tuple[object, ...]:
 
 def _reference_kind(reference: object, serialized: object, name: str | None) -> str:
     kind = serialized.get("reference_type") if isinstance(serialized, dict) else None
-    builtin = type(reference).__module__ == SDK_MODULE
+    builtin = _builtin(reference)
     if builtin and kind in (LOGICAL_DATE, FIXED_DATETIME):
         return str(kind)
     shown = PUBLIC_NAMES.get(str(kind), str(kind)) if builtin else type(reference).__qualname__
@@ -192,6 +190,18 @@ def _reference_kind(reference: object, serialized: object, name: str | None) -> 
         f"deadline alert {_label(name)}: its reference {shown} cannot be computed the way "
         f"Airflow does in a task ({why}); {_USE_INSTEAD}"
     )
+
+
+def _builtin(reference: object) -> bool:
+    """Whether ``reference`` is one of the Task SDK's own references, by its exact type.
+
+    A subclass of one of them is custom code: it is evaluated its own way.
+    """
+    # the alert came from a DAG, so Airflow is there to import
+    from airflow.sdk.definitions import deadline
+
+    builtins = {getattr(deadline, name, None) for name in PUBLIC_NAMES}
+    return type(reference) in builtins
 
 
 def _fixed_instant(reference: object, serialized: Any, name: str | None) -> pendulum.DateTime:

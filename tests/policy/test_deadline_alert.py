@@ -117,12 +117,17 @@ class LastSuccess(BaseDeadlineReference):
     """A user's own reference: Airflow runs its code against the database."""
 
 
+class ShiftedLogicalDate(type(DeadlineReference.DAGRUN_LOGICAL_DATE)):  # type: ignore[misc]
+    """A user's subclass of a built-in reference: its own code decides, not the built-in's."""
+
+
 @pytest.mark.parametrize(
     ("reference", "message"),
     [
         (DeadlineReference.DAGRUN_QUEUED_AT, "DeadlineReference.DAGRUN_QUEUED_AT cannot be"),
         (DeadlineReference.AVERAGE_RUNTIME(), "DeadlineReference.AVERAGE_RUNTIME cannot be"),
         (LastSuccess(), "LastSuccess cannot be computed.*custom reference"),
+        (ShiftedLogicalDate(), "ShiftedLogicalDate cannot be computed.*custom reference"),
     ],
 )
 def test_references_a_task_cannot_compute_are_refused_by_name(reference: Any, message: str) -> None:
