@@ -55,7 +55,7 @@ class UnsupportedRetrySettings(ValueError):
     """The task's retry settings cannot be expressed in the model."""
 
 
-class InvalidBudget(ValueError):
+class InvalidAttemptLimit(ValueError):
     """A retry budget or delay that cannot be used, with the setting and value named."""
 
 

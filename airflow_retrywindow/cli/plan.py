@@ -7,7 +7,7 @@ import re
 
 from airflow_retrywindow.cli.streams import emit
 from airflow_retrywindow.cli.table import render_table
-from airflow_retrywindow.exceptions import InvalidBudget
+from airflow_retrywindow.exceptions import InvalidAttemptLimit
 from airflow_retrywindow.model.bounds import DURATION_LIMIT, MAX_MULTIPLIER
 from airflow_retrywindow.timing.attempts import (
     AIRFLOW,
@@ -16,7 +16,7 @@ from airflow_retrywindow.timing.attempts import (
     STEP_FUNCTIONS,
     TEMPORAL,
     WORKFLOWS,
-    AttemptBudget,
+    AttemptLimit,
     Convention,
     PlannedAttempt,
 )
@@ -110,8 +110,8 @@ def run(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """
     option, convention, value = _budget_option(options)
     try:
-        budget = AttemptBudget.from_setting(convention, value)
-    except InvalidBudget as error:
+        budget = AttemptLimit.from_setting(convention, value)
+    except InvalidAttemptLimit as error:
         parser.error(f"argument {option}: {error}")
     if budget.runs > MAX_LISTED_RUNS:
         parser.error(
@@ -141,7 +141,7 @@ def run(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return emit("\n".join(lines) + "\n")
 
 
-def translation(budget: AttemptBudget) -> list[str]:
+def translation(budget: AttemptLimit) -> list[str]:
     """The budget in every system's terms, as a table.
 
     :param budget: the retry budget.
@@ -201,7 +201,7 @@ def sequence_lines(
     ]
 
 
-def _translation_row(convention: Convention, budget: AttemptBudget) -> list[str]:
+def _translation_row(convention: Convention, budget: AttemptLimit) -> list[str]:
     counts = "every run" if convention.counts_first_run else "retries only"
     note = convention.note
     if convention is MODEL and not budget.fits_model:

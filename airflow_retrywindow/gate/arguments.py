@@ -24,7 +24,7 @@ from airflow_retrywindow.hooks.api_reader import MAX_PAGE_SIZE
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline
-from airflow_retrywindow.timing.work import PolicyOverride, Work
+from airflow_retrywindow.timing.work import EstimateOverride, Work
 
 if TYPE_CHECKING:
     import jinja2
@@ -206,7 +206,7 @@ def work_argument(value: object, name: str) -> GivenEstimate:
     :param value: what the DAG author passed.
     :param name: how it is named in the message, e.g. ``targets['load']``.
     """
-    if value is None or isinstance(value, (Work, PolicyOverride)):
+    if value is None or isinstance(value, (Work, EstimateOverride)):
         return value
     raise ValueError(
         f"{name} must be a Work(duration=..., validation=..., safe_repeat=...), a "

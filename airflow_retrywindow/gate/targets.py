@@ -56,7 +56,7 @@ from airflow_retrywindow.policies.check import gated
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
-from airflow_retrywindow.timing.work import MAX_OVERRIDE_REASON, PolicyOverride, Work
+from airflow_retrywindow.timing.work import MAX_OVERRIDE_REASON, EstimateOverride, Work
 
 #: the trigger rule under which a guarded task runs only after its gate succeeded: any
 #: other lets it run after the gate failed or was skipped, without a decision
@@ -272,7 +272,7 @@ OTHER_POLICIES = "other targets' policies"
 FIELDS = {"duration": "duration", "validation": "validation", "safe_repeat": "safeRepeat"}
 
 #: what a gate or sensor may give for one target
-GivenEstimate = Work | PolicyOverride | None
+GivenEstimate = Work | EstimateOverride | None
 
 
 @dataclass(frozen=True)
@@ -374,7 +374,7 @@ def _settle(
         problems.extend(wrong)
         if work is not None:
             works[task_id], sources[task_id] = work, where
-        if policy is not None and isinstance(given, PolicyOverride) and given.deadline:
+        if policy is not None and isinstance(given, EstimateOverride) and given.deadline:
             stated[task_id] = (given.deadline, _override(given))
         elif policy is not None:
             stated[task_id] = (policy.deadline, POLICY)
@@ -411,7 +411,7 @@ def _work_of(
     stated: Work = policy.work
     if given is None:
         return stated, dict.fromkeys(FIELDS.values(), POLICY), []
-    if isinstance(given, PolicyOverride):
+    if isinstance(given, EstimateOverride):
         overridden = given.overridden()
         where = {
             key: _override(given) if name in overridden else POLICY for name, key in FIELDS.items()
@@ -485,7 +485,7 @@ def _deadline_of(
     return None, {}, [problem]
 
 
-def _override(given: PolicyOverride) -> str:
+def _override(given: EstimateOverride) -> str:
     # the reason is the DAG author's text, stored in every record: masked and capped
     return OVERRIDE + safe_text(given.reason.strip(), limit=MAX_OVERRIDE_REASON)
 

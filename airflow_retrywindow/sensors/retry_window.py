@@ -33,7 +33,7 @@ from airflow_retrywindow.gate.targets import (
 from airflow_retrywindow.hooks.api_reader import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
 from airflow_retrywindow.plugins.link import RetryWindowLink
 from airflow_retrywindow.timing.deadline import Deadline
-from airflow_retrywindow.timing.work import PolicyOverride, Work
+from airflow_retrywindow.timing.work import EstimateOverride, Work
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -98,7 +98,7 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         self,
         *,
         target: str,
-        work: Work | PolicyOverride | None = None,
+        work: Work | EstimateOverride | None = None,
         deadline: Deadline | Any | None = None,
         observations: Mapping[str, Any] | str | None = None,
         budget: Budget | None = None,

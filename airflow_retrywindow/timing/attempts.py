@@ -4,14 +4,14 @@ Systems count a retry budget differently. Airflow ``retries``, Cloud Workflows
 ``max_retries`` and AWS Step Functions ``MaxAttempts`` count only the repeats;
 the model's ``maxAttempts`` and Temporal's ``maximum_attempts`` count every run,
 the first included. So ``max_retries=3`` allows 4 runs and ``maxAttempts=3``
-allows 3. Translating through :class:`AttemptBudget` keeps the count honest.
+allows 3. Translating through :class:`AttemptLimit` keeps the count honest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_retrywindow.exceptions import InvalidBudget
+from airflow_retrywindow.exceptions import InvalidAttemptLimit
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS
 from airflow_retrywindow.model.rules import backoff_delay
 
@@ -83,7 +83,7 @@ class PlannedAttempt:
 
 
 @dataclass(frozen=True)
-class AttemptBudget:
+class AttemptLimit:
     """How many times a task may run in total, the first run included.
 
     :param runs: total runs allowed, 1 or more.
@@ -93,31 +93,31 @@ class AttemptBudget:
 
     def __post_init__(self) -> None:
         if type(self.runs) is not int or self.runs < 1:
-            raise InvalidBudget(f"a budget needs at least 1 run, got {self.runs!r}")
+            raise InvalidAttemptLimit(f"a budget needs at least 1 run, got {self.runs!r}")
 
     @classmethod
-    def from_setting(cls, convention: Convention, value: int) -> AttemptBudget:
+    def from_setting(cls, convention: Convention, value: int) -> AttemptLimit:
         """The budget that one system's setting describes.
 
         :param convention: the system and setting.
         :param value: the setting's value.
-        :raises InvalidBudget: if the value allows no run or no finite budget.
+        :raises InvalidAttemptLimit: if the value allows no run or no finite budget.
         """
         if convention.unlimited_at_zero and type(value) is int and value == 0:
-            raise InvalidBudget(
+            raise InvalidAttemptLimit(
                 f"{convention.system} {convention.setting} 0 means unlimited attempts, which "
                 "cannot be planned or checked against a deadline; give the total number of runs"
             )
         lowest = 1 if convention.counts_first_run else 0
         if type(value) is not int or value < lowest:
-            raise InvalidBudget(
+            raise InvalidAttemptLimit(
                 f"{convention.system} {convention.setting} must be a whole number of at least "
                 f"{lowest}, got {value!r}"
             )
         return cls(convention.runs(value))
 
     @classmethod
-    def from_airflow_retries(cls, retries: int) -> AttemptBudget:
+    def from_airflow_retries(cls, retries: int) -> AttemptLimit:
         """The budget of an Airflow task's ``retries`` (the first run not counted).
 
         :param retries: the task's ``retries``.
@@ -125,7 +125,7 @@ class AttemptBudget:
         return cls.from_setting(AIRFLOW, retries)
 
     @classmethod
-    def from_workflows_max_retries(cls, max_retries: int) -> AttemptBudget:
+    def from_workflows_max_retries(cls, max_retries: int) -> AttemptLimit:
         """The budget of a Cloud Workflows ``max_retries`` (the first run not counted).
 
         :param max_retries: the retry policy's ``max_retries``.
@@ -133,7 +133,7 @@ class AttemptBudget:
         return cls.from_setting(WORKFLOWS, max_retries)
 
     @classmethod
-    def from_max_attempts(cls, max_attempts: int) -> AttemptBudget:
+    def from_max_attempts(cls, max_attempts: int) -> AttemptLimit:
         """The budget of the model's ``maxAttempts`` (every run counted).
 
         :param max_attempts: the policy's ``maxAttempts``.
@@ -141,7 +141,7 @@ class AttemptBudget:
         return cls.from_setting(MODEL, max_attempts)
 
     @classmethod
-    def from_step_functions_max_attempts(cls, max_attempts: int) -> AttemptBudget:
+    def from_step_functions_max_attempts(cls, max_attempts: int) -> AttemptLimit:
         """The budget of an AWS Step Functions retrier's ``MaxAttempts``.
 
         It counts retries only: ``MaxAttempts`` 3 allows 4 runs, 0 allows one.
@@ -151,7 +151,7 @@ class AttemptBudget:
         return cls.from_setting(STEP_FUNCTIONS, max_attempts)
 
     @classmethod
-    def from_temporal_maximum_attempts(cls, maximum_attempts: int) -> AttemptBudget:
+    def from_temporal_maximum_attempts(cls, maximum_attempts: int) -> AttemptLimit:
         """The budget of a Temporal retry policy's ``maximum_attempts`` (every run counted).
 
         :param maximum_attempts: the policy's ``maximum_attempts``; 0 (unlimited)
@@ -197,10 +197,10 @@ class AttemptBudget:
     def model_max_attempts(self) -> int:
         """The model's ``maxAttempts``, refusing a budget the model cannot express.
 
-        :raises InvalidBudget: if the budget has more than 10 runs.
+        :raises InvalidAttemptLimit: if the budget has more than 10 runs.
         """
         if not self.fits_model:
-            raise InvalidBudget(
+            raise InvalidAttemptLimit(
                 f"{self.runs} runs ({self.retries} retries) do not fit the model, which "
                 f"allows {MAX_ATTEMPTS} runs at most ({MAX_ATTEMPTS - 1} retries)"
             )
@@ -218,7 +218,7 @@ class AttemptBudget:
         :param max_delay: the cap on any wait, at least ``initial_delay``.
         :param multiplier: how much each wait grows, 1 or more.
         :param duration: how long each attempt is assumed to run, 0 or more seconds.
-        :raises InvalidBudget: if a delay, the multiplier or the duration is out of range.
+        :raises InvalidAttemptLimit: if a delay, the multiplier or the duration is out of range.
         """
         _at_least(initial_delay, "initial delay", 1)
         _at_least(max_delay, "max delay", initial_delay)
@@ -236,6 +236,6 @@ class AttemptBudget:
 
 def _at_least(value: int, name: str, lowest: int) -> None:
     if type(value) is not int or value < lowest:
-        raise InvalidBudget(
+        raise InvalidAttemptLimit(
             f"the {name} must be a whole number of at least {lowest}, got {value!r}"
         )

@@ -65,7 +65,7 @@ class Work:
         validation: timedelta | float | None = None,
         safe_repeat: bool | None = None,
         deadline: object = None,
-    ) -> PolicyOverride:
+    ) -> EstimateOverride:
         """Values a gate or sensor decides on instead of its target's ``RetryWindowPolicy``'s.
 
         Give only what differs; the rest is taken from the policy. For example,
@@ -81,7 +81,7 @@ class Work:
         :param deadline: the deadline (anything ``Deadline.coerce`` accepts); a gate
             decides every target on one deadline, so it must be the gate's.
         """
-        return PolicyOverride(
+        return EstimateOverride(
             reason=reason,
             duration=None if duration is None else as_timedelta(duration, "duration"),
             validation=None if validation is None else as_timedelta(validation, "validation"),
@@ -91,7 +91,7 @@ class Work:
 
 
 @dataclass(frozen=True)
-class PolicyOverride:
+class EstimateOverride:
     """Values a gate or sensor uses instead of its target's policy's, with the reason.
 
     Build it with :meth:`Work.override`. A value left ``None`` is the policy's.

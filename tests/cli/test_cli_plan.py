@@ -4,50 +4,52 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_retrywindow.timing.attempts import CONVENTIONS, AttemptBudget, InvalidBudget
+from airflow_retrywindow.timing.attempts import CONVENTIONS, AttemptLimit, InvalidAttemptLimit
 from tests.cli.cli_runner import run_cli
 
 
 def test_counting_conventions() -> None:
-    assert AttemptBudget.from_workflows_max_retries(3).runs == 4
-    assert AttemptBudget.from_max_attempts(3).runs == 3
-    assert AttemptBudget.from_airflow_retries(0).runs == 1
-    assert AttemptBudget.from_step_functions_max_attempts(3).runs == 4
-    assert AttemptBudget.from_step_functions_max_attempts(0).runs == 1
-    assert AttemptBudget.from_temporal_maximum_attempts(5).runs == 5
+    assert AttemptLimit.from_workflows_max_retries(3).runs == 4
+    assert AttemptLimit.from_max_attempts(3).runs == 3
+    assert AttemptLimit.from_airflow_retries(0).runs == 1
+    assert AttemptLimit.from_step_functions_max_attempts(3).runs == 4
+    assert AttemptLimit.from_step_functions_max_attempts(0).runs == 1
+    assert AttemptLimit.from_temporal_maximum_attempts(5).runs == 5
 
 
 @pytest.mark.parametrize("runs", [1, 2, 4, 10, 11, 40])
 def test_translation_round_trips(runs: int) -> None:
-    budget = AttemptBudget(runs)
+    budget = AttemptLimit(runs)
 
     assert budget.airflow_retries == budget.workflows_max_retries == runs - 1
     assert budget.step_functions_max_attempts == runs - 1
     assert budget.max_attempts == budget.temporal_maximum_attempts == runs
     for convention in CONVENTIONS:
-        assert AttemptBudget.from_setting(convention, convention.value(runs)) == budget
+        assert AttemptLimit.from_setting(convention, convention.value(runs)) == budget
     assert budget.fits_model is (runs <= 10)
 
 
 @pytest.mark.parametrize(
     ("build", "fragment"),
     [
-        (lambda: AttemptBudget.from_airflow_retries(-1), "Airflow retries"),
-        (lambda: AttemptBudget.from_max_attempts(0), "maxAttempts"),
-        (lambda: AttemptBudget.from_temporal_maximum_attempts(0), "unlimited"),
-        (lambda: AttemptBudget.from_workflows_max_retries(True), "max_retries"),
-        (lambda: AttemptBudget(0), "at least 1 run"),
-        (lambda: AttemptBudget(11).model_max_attempts(), "at most (9 retries)"),
+        (lambda: AttemptLimit.from_airflow_retries(-1), "Airflow retries"),
+        (lambda: AttemptLimit.from_max_attempts(0), "maxAttempts"),
+        (lambda: AttemptLimit.from_temporal_maximum_attempts(0), "unlimited"),
+        (lambda: AttemptLimit.from_workflows_max_retries(True), "max_retries"),
+        (lambda: AttemptLimit(0), "at least 1 run"),
+        (lambda: AttemptLimit(11).model_max_attempts(), "at most (9 retries)"),
     ],
 )
 def test_bad_budgets_are_refused(build: object, fragment: str) -> None:
-    with pytest.raises(InvalidBudget, match=rf".*{fragment.replace('(', '.').replace(')', '.')}"):
+    with pytest.raises(
+        InvalidAttemptLimit, match=rf".*{fragment.replace('(', '.').replace(')', '.')}"
+    ):
         build()  # type: ignore[operator]
 
 
 def test_sequence_follows_the_model_backoff() -> None:
-    plain = AttemptBudget(5).sequence(initial_delay=4, max_delay=12, multiplier=2)
-    timed = AttemptBudget(3).sequence(initial_delay=4, max_delay=12, multiplier=2, duration=20)
+    plain = AttemptLimit(5).sequence(initial_delay=4, max_delay=12, multiplier=2)
+    timed = AttemptLimit(3).sequence(initial_delay=4, max_delay=12, multiplier=2, duration=20)
 
     assert [(a.number, a.wait, a.start) for a in plain] == [
         (1, 0, 0),
@@ -57,8 +59,8 @@ def test_sequence_follows_the_model_backoff() -> None:
         (5, 12, 36),
     ]
     assert [(a.start, a.end) for a in timed] == [(0, 20), (24, 44), (52, 72)]
-    with pytest.raises(InvalidBudget, match="max delay"):
-        AttemptBudget(2).sequence(initial_delay=4, max_delay=3, multiplier=2)
+    with pytest.raises(InvalidAttemptLimit, match="max delay"):
+        AttemptLimit(2).sequence(initial_delay=4, max_delay=3, multiplier=2)
 
 
 def attempt_rows(text: str) -> list[list[str]]:

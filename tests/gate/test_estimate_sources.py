@@ -21,7 +21,7 @@ from airflow_retrywindow.gate.arguments import targets_argument
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import resolve_estimates
 from airflow_retrywindow.timing.deadline import Deadline
-from airflow_retrywindow.timing.work import MAX_OVERRIDE_REASON, PolicyOverride, Work
+from airflow_retrywindow.timing.work import MAX_OVERRIDE_REASON, EstimateOverride, Work
 from tests.gate.fake_reader import FakeReader
 from tests.gate.test_pipeline_stages import _row
 
@@ -121,7 +121,7 @@ def test_bad_targets_are_refused_naming_the_value(targets: object, message: str)
 
 def test_an_override_states_what_it_changes_and_why() -> None:
     override = Work.override(reason="INC-42: rows appended", safe_repeat=False, duration=120)
-    assert isinstance(override, PolicyOverride)
+    assert isinstance(override, EstimateOverride)
     assert override.overridden() == ("duration", "safe_repeat")
     assert override.over(POLICY_WORK) == replace(
         POLICY_WORK, duration=timedelta(seconds=120), safe_repeat=False
