@@ -7,6 +7,9 @@ from typing import Any
 from airflow_retrywindow import __version__
 from airflow_retrywindow.hooks.connection_type import connection_type_info
 
+# The project's Documentation URL in pyproject.toml; tests/test_packaging.py keeps them equal.
+DOCUMENTATION_URL = "https://github.com/airflow-retrywindow/airflow-retrywindow/tree/main/docs"
+
 
 def get_provider_info() -> dict[str, Any]:
     """Describe this provider the way ``airflow providers list`` expects."""
@@ -19,7 +22,7 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [
             {
                 "integration-name": "Retry Window",
-                "external-doc-url": "https://pypi.org/project/airflow-retrywindow/",
+                "external-doc-url": DOCUMENTATION_URL,
                 "tags": ["software"],
             }
         ],
@@ -33,6 +36,12 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "Retry Window",
                 "python-modules": ["airflow_retrywindow.sensors.retry_window"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Retry Window",
+                "python-modules": ["airflow_retrywindow.triggers.gated"],
             }
         ],
         "hooks": [

@@ -1,4 +1,8 @@
-"""DAG-integrity checks: find every task whose retry settings the gate cannot express.
+"""DAG-integrity checks: find every gated task the gate cannot answer for.
+
+That is a task whose retry settings the model cannot express, whose deadline
+alert the DAG lacks, or whose tries start in the triggerer
+(``start_from_trigger=True``), where no check can run before a retry.
 
 Use it in a DAG-integrity test so a bad setting fails in CI, not at 3 a.m.::
 
@@ -42,6 +46,9 @@ def task_problem(task: Any) -> str | None:
             return "; ".join(found)
     if not gated(task):
         return None
+    found_start = starts_in_triggerer(task)
+    if found_start:
+        return found_start
     try:
         task.retry_policy.settings_of(task)
     except UnsupportedRetrySettings as error:
@@ -50,6 +57,31 @@ def task_problem(task: Any) -> str | None:
     # a deadline taken from the DAG's alerts can be checked before any run
     found = task.retry_policy.deadline.problems_in(dag) if dag is not None else []
     return f"task {task.task_id!r}: {'; '.join(found)}" if found else None
+
+
+def starts_in_triggerer(task: Any) -> str | None:
+    """Why a gated task that starts its tries in the triggerer cannot be gated, or ``None``.
+
+    With ``start_from_trigger=True`` (and ``start_trigger_args``) Airflow's
+    scheduler hands every try, retries included, straight to the triggerer
+    (``TaskInstance.defer_task``): no worker code runs before it, so the
+    retry-start check cannot refuse a retry nobody decided. A trigger cannot do
+    the check either: Airflow 3.3's triggerer answers no task state store
+    requests, where the decisions are kept.
+    """
+    if getattr(task, "start_from_trigger", False) is not True:
+        return None
+    if getattr(task, "start_trigger_args", None) is None:
+        return None  # Airflow starts such a task in a worker after all
+    return (
+        f"task {task.task_id!r}: start_from_trigger=True starts every try, retries "
+        "included, in the triggerer straight from the scheduler: no worker code runs "
+        "before a retry, so the retry-start check cannot refuse one nobody decided, and a "
+        "trigger cannot read the task state store where the decisions are kept; set "
+        "start_from_trigger=False so the operator starts in a worker and defers from "
+        "execute(), where every try passes the retry-start check, or remove the "
+        "RetryWindowPolicy"
+    )
 
 
 def check_dag(dag: Any) -> list[str]:

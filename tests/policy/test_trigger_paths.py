@@ -1,0 +1,200 @@
+"""A trigger's failure is decided like any other, on a real scheduler and triggerer.
+
+A trigger that ends its task with ``TaskFailedEvent`` would make Airflow's
+triggerer put the task up for retry without asking the retry policy. The gated
+operator here defers to such a trigger; the provider wraps it, so the failure
+goes to a worker and the policy decides: no time left means no second trigger
+run, time left means a decided retry and a second run. A gated operator that
+starts in the triggerer (``start_from_trigger=True``) is refused by the DAG
+processor.
+
+One stack (API server, scheduler, DAG processor, triggerer; LocalExecutor on
+SQLite) serves the module; both runs are triggered before any test waits.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devstack.stack import AirflowStack, free_port, sqlite_stack
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+DAGS = Path(__file__).with_name("trigger_dags")
+REFUSED = DAGS / "refused" / "rw_start_from_trigger.py"
+SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
+DAG_ID = "rw_trigger_failed_event"
+TASK_ID = "watch_job"
+EVIDENCE_KEY = "retry_window.evidence"
+HOUR = 3600
+#: one attempt takes 5 minutes in the DAG's policy: 60 s leave no time for another
+NO_TIME = 60
+RUN_TIMEOUT = 180
+MESSAGE = (
+    "the trigger rw_probe_trigger.ProbeTrigger ended the task with a failure; "
+    "the retry window gate decides its retry"
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One triggered run and the file its trigger writes."""
+
+    run_id: str
+    counter: Path
+
+    def trigger_runs(self) -> list[str]:
+        """One line per time the trigger ran in the triggerer."""
+        return self.counter.read_text().splitlines() if self.counter.exists() else []
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    """A SQLite stack with a triggerer; the DAG folder is importable by every service."""
+    home = tmp_path_factory.mktemp("trigger-paths")
+    dags = home / "dags"
+    # the refused DAG is added later: the stack waits for a folder without import errors
+    shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__", "refused"))
+    settings = {
+        # the triggerer imports the probe trigger by its classpath, without parsing DAGs
+        "PYTHONPATH": str(dags),
+        # the triggerer serves its logs on 8794 by default; other stacks may hold it
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+    }
+    with sqlite_stack(home, SERVICES, [DAG_ID], dags_folder=dags, extra_env=settings) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def runs(stack: AirflowStack) -> dict[str, Run]:
+    """A run with no time for another attempt and one with an hour, both triggered at once."""
+    files = stack.home / "task-files"
+    files.mkdir()
+    started = {}
+    for name, deadline_in, day in (
+        ("no_time", NO_TIME, "2026-11-01"),
+        ("hour", HOUR, "2026-11-02"),
+    ):
+        counter = files / f"{name}.runs"
+        conf = {"deadline_in": deadline_in, "counter": str(counter)}
+        started[name] = Run(stack.trigger(DAG_ID, conf=conf, logical_date=day), counter)
+    return started
+
+
+def evidence(stack: AirflowStack, run: Run) -> dict[str, Any]:
+    """The gate's decisions for the run's task, from the task state store."""
+    rows = stack.rows(
+        "select value from task_state_store"
+        " where dag_id=:d and run_id=:r and task_id=:t and key=:k",
+        d=DAG_ID,
+        r=run.run_id,
+        t=TASK_ID,
+        k=EVIDENCE_KEY,
+    )
+    assert rows, f"no {EVIDENCE_KEY} for {DAG_ID}.{TASK_ID}\n{stack.log_tails()}"
+    return dict(json.loads(rows[0][0]))
+
+
+def xcom(stack: AirflowStack, run: Run, key: str) -> Any:
+    """An XCom value of the run's task, or ``None``."""
+    rows = stack.rows(
+        "select value from xcom where dag_id=:d and run_id=:r and task_id=:t and key=:k",
+        d=DAG_ID,
+        r=run.run_id,
+        t=TASK_ID,
+        k=key,
+    )
+    if not rows:
+        return None
+    value = rows[0][0]
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def task_logs(stack: AirflowStack, run: Run) -> str:
+    """Every log the try and its trigger wrote."""
+    folder = (
+        stack.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run.run_id}" / f"task_id={TASK_ID}"
+    )
+    return "\n".join(path.read_text(errors="replace") for path in sorted(folder.rglob("*.log")))
+
+
+def test_a_trigger_failure_with_no_time_left_is_refused_by_the_model(
+    stack: AirflowStack, runs: dict[str, Run]
+) -> None:
+    run = runs["no_time"]
+    assert stack.wait_for_run(DAG_ID, run.run_id, timeout=RUN_TIMEOUT) == "failed"
+    assert run.trigger_runs() == ["trigger try 1 fail True"]
+    assert stack.task_states(DAG_ID, run.run_id)[TASK_ID] == ("failed", 1)
+    stored = evidence(stack, run)
+    assert [d["tryNumber"] for d in stored["decisions"]] == [1]
+    latest = stored["latest"]
+    assert (latest["action"], latest["check"], latest["failure"]) == (
+        "fail",
+        "retry-policy",
+        "retryable",
+    )
+    assert latest["result"]["tasks"][0]["decision"] == "deadline-infeasible"
+    # the policy was handed the trigger's report, not Airflow's TaskDeferralError
+    assert latest["reason"].endswith(f"(TriggerEndedWithFailure: {MESSAGE})")
+    pushed = xcom(stack, run, EVIDENCE_KEY)
+    assert pushed is not None
+    assert pushed["result"]["tasks"][0]["decision"] == "deadline-infeasible"
+    # the trigger's own XComs are kept, as Airflow keeps them for a failed task
+    assert xcom(stack, run, "probe_job_state") == "FAILED"
+    assert MESSAGE in task_logs(stack, run)
+
+
+def test_a_trigger_failure_with_time_left_is_retried_by_decision(
+    stack: AirflowStack, runs: dict[str, Run]
+) -> None:
+    run = runs["hour"]
+    assert stack.wait_for_run(DAG_ID, run.run_id, timeout=RUN_TIMEOUT) == "success"
+    assert run.trigger_runs() == ["trigger try 1 fail True", "trigger try 2 fail False"]
+    assert stack.task_states(DAG_ID, run.run_id)[TASK_ID] == ("success", 2)
+    stored = evidence(stack, run)
+    # one decision: the retry of try 1; try 2 started because of it
+    assert [d["tryNumber"] for d in stored["decisions"]] == [1]
+    latest = stored["latest"]
+    assert (latest["action"], latest["check"], latest["failure"]) == (
+        "retry",
+        "retry-policy",
+        "retryable",
+    )
+    assert latest["result"]["tasks"][0]["decision"] in ("wait-backoff", "retry-eligible")
+    assert latest["reason"].endswith(f"(TriggerEndedWithFailure: {MESSAGE})")
+    earlier = stack.rows(
+        "select try_number, retry_reason from task_instance_history"
+        " where dag_id=:d and run_id=:r and task_id=:t order by try_number",
+        d=DAG_ID,
+        r=run.run_id,
+        t=TASK_ID,
+    )
+    assert [row[0] for row in earlier] == [1]
+    assert earlier[0][1] == latest["reason"]
+
+
+def test_a_gated_task_starting_in_the_triggerer_is_refused_by_the_dag_processor(
+    stack: AirflowStack, runs: dict[str, Run]
+) -> None:
+    shutil.copy(REFUSED, stack.dags_folder / REFUSED.name)
+
+    def reported() -> bool:
+        return bool(
+            stack.rows("select 1 from import_error where filename like :f", f=f"%{REFUSED.name}")
+        )
+
+    stack.wait_for(reported, f"an import error for {REFUSED.name}", timeout=120)
+    errors = stack.api("GET", "/api/v2/importErrors")["import_errors"]
+    (error,) = [e for e in errors if e["filename"].endswith(REFUSED.name)]
+    trace = error["stack_trace"]
+    assert "AirflowClusterPolicyViolation" in trace
+    assert "retry window gate: task 'watch': start_from_trigger=True " in trace
+    assert "set start_from_trigger=False" in trace
+    assert not stack.rows("select 1 from serialized_dag where dag_id='rw_trigger_start'")

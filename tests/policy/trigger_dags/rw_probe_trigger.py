@@ -1,0 +1,43 @@
+"""A trigger that ends its task itself, and counts how often it ran.
+
+It lives outside the DAG file so the triggerer imports it without parsing a DAG:
+the test puts the DAG folder on ``PYTHONPATH`` of every service, so its
+classpath is ``rw_probe_trigger.ProbeTrigger`` everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSuccessEvent, TriggerEvent
+
+
+class ProbeTrigger(BaseTrigger):
+    """Append one line to ``counter``, then end the task: failed or successful.
+
+    :param counter: the file each run appends a line to.
+    :param try_number: the try that deferred, written in the line.
+    :param fail: end the task with ``TaskFailedEvent`` (else ``TaskSuccessEvent``).
+    """
+
+    def __init__(self, counter: str, try_number: int, fail: bool) -> None:
+        super().__init__()
+        self.counter = counter
+        self.try_number = try_number
+        self.fail = fail
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "rw_probe_trigger.ProbeTrigger",
+            {"counter": self.counter, "try_number": self.try_number, "fail": self.fail},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        with open(self.counter, "a") as out:
+            out.write(f"trigger try {self.try_number} fail {self.fail}\n")
+        if self.fail:
+            # as end_from_trigger triggers report a remote job that failed
+            yield TaskFailedEvent(xcoms={"probe_job_state": "FAILED"})
+        else:
+            yield TaskSuccessEvent()
