@@ -8,7 +8,8 @@ exception classes of either kind; everything else counts as retryable.
 Airflow's own ``execution_timeout`` raises ``AirflowTaskTimeout`` (a
 ``BaseException``, not a ``TimeoutError``). A timeout can strike after the remote
 job was submitted, so it is an unknown outcome unless the DAG author lists it
-explicitly as ``terminal`` or ``retryable``. An exception is classified with the
+explicitly as ``terminal`` or ``retryable``; so is a trigger that crashed or timed
+out (``TaskDeferralError``, ``TaskDeferralTimeout``). An exception is classified with the
 exceptions it was raised from (``__cause__``) or while handling
 (``__context__``), and with every member of an exception group (``asyncio.TaskGroup``,
 anyio and trio raise them), nested groups included: the most cautious class
@@ -32,8 +33,15 @@ ExceptionSpec = type[BaseException] | str
 UNKNOWN = "unknown"
 TERMINAL = "terminal"
 RETRYABLE = "retryable"
-#: exceptions whose outcome is unknown unless the DAG author says otherwise
-DEFAULT_UNKNOWN = ("airflow.sdk.exceptions.AirflowTaskTimeout",)
+#: exceptions whose outcome is unknown unless the DAG author says otherwise: Airflow's
+#: execution timeout, and a trigger that crashed or timed out while it watched a job
+#: (the job may run on; a trigger that reports a failure raises the provider's own
+#: ``TriggerEndedWithFailure``, a confirmed, retryable failure)
+DEFAULT_UNKNOWN = (
+    "airflow.sdk.exceptions.AirflowTaskTimeout",
+    "airflow.sdk.exceptions.TaskDeferralError",
+    "airflow.sdk.exceptions.TaskDeferralTimeout",
+)
 #: how many distinct exceptions of a chain or group are read; more is an unknown outcome
 MAX_LINKS = 256
 

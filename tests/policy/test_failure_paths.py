@@ -355,3 +355,18 @@ def test_every_mapped_instance_gets_the_check() -> None:
     assert isinstance(task.partial_kwargs["pre_execute"], RetryStartCheck)
     instance = task.unmap({"op_kwargs": {"partition": "eu"}})
     assert isinstance(instance._pre_execute_hook, RetryStartCheck)
+
+
+def test_a_trigger_that_crashed_or_timed_out_leaves_the_outcome_unknown() -> None:
+    from airflow.sdk.exceptions import TaskDeferralError, TaskDeferralTimeout
+
+    from airflow_retrywindow.triggers.gated import TriggerEndedWithFailure
+
+    classify = policy().classifier.classify
+    assert classify(TaskDeferralError("Trigger failure")) == UNKNOWN
+    assert classify(TaskDeferralTimeout("Trigger timeout")) == UNKNOWN
+    # a trigger that watched the job and reported its failure: a confirmed failure
+    assert classify(TriggerEndedWithFailure("the trigger ended the task")) == RETRYABLE
+    assert policy(retryable=[TaskDeferralError]).classifier.classify(
+        TaskDeferralError("Trigger failure")
+    ) == (RETRYABLE)
