@@ -33,6 +33,7 @@ from airflow_retrywindow.gate.read import UNMAPPED, Instance, label, model_ids
 from airflow_retrywindow.model.bounds import MAX_TASKS
 from airflow_retrywindow.model.decisions import NOT_ATTEMPTED, Decision, lets_run_now
 from airflow_retrywindow.model.fixture import Fixture
+from airflow_retrywindow.model.policy import Policy
 from airflow_retrywindow.model.verdict import TaskDecision, Verdict
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
@@ -287,14 +288,13 @@ def group_by_policy(
     """
     if ids is None:
         ids = model_ids(view.instance for view in observed)
-    groups: dict[tuple[tuple[str, int], ...], tuple[RetrySettings, list[TaskFacts]]] = {}
+    groups: dict[Policy, tuple[RetrySettings, list[TaskFacts]]] = {}
     for view in observed:
         if view.facts is None:
             continue
         settings = view.target.settings
-        key = tuple(sorted(settings.model_policy().items()))
         known = replace(view.facts, task_id=ids[view.instance])
-        groups.setdefault(key, (settings, []))[1].append(known)
+        groups.setdefault(settings.policy, (settings, []))[1].append(known)
     chunks: list[tuple[RetrySettings, list[TaskFacts]]] = []
     for settings, facts in groups.values():
         for start in range(0, len(facts), MAX_TASKS):

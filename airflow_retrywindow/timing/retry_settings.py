@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_retrywindow.exceptions import UnsupportedRetrySettings
 from airflow_retrywindow.model.bounds import DURATION_LIMIT, MAX_ATTEMPTS, MAX_MULTIPLIER
-from airflow_retrywindow.model.rules import backoff_delay
+from airflow_retrywindow.model.policy import Policy, backoff
 from airflow_retrywindow.timing.clock import as_timedelta, seconds_down, seconds_up
 
 #: the model's attempt bound in Airflow's terms: ``retries`` counts after the first run
@@ -28,7 +28,7 @@ TRUE_MULTIPLIER = 2
 
 @dataclass(frozen=True)
 class RetrySettings:
-    """The retry settings of one task, as the model will see them.
+    """The retry settings of one task, in Airflow's terms; :attr:`policy` is the model's.
 
     :param task_id: the task they belong to, for messages.
     :param retries: Airflow ``retries`` (runs after the first).
@@ -98,14 +98,14 @@ class RetrySettings:
         """The longest wait these settings allow, whole seconds."""
         return self.max_delay if self.delay_ceiling is None else self.delay_ceiling
 
+    @property
+    def policy(self) -> Policy:
+        """The model's retry policy: ``maxAttempts`` is ``retries + 1``."""
+        return Policy(self.max_attempts, self.initial_delay, self.max_delay, self.multiplier)
+
     def backoff(self, attempts: int) -> int:
         """The model's wait after ``attempts`` attempts of the window."""
-        return backoff_delay(
-            attempts,
-            initial_delay=self.initial_delay,
-            max_delay=self.max_delay,
-            multiplier=self.multiplier,
-        )
+        return backoff(self.policy, attempts)
 
     def with_backoff(self, attempts: int, wait: int) -> RetrySettings:
         """These settings as the model policy whose wait after ``attempts`` is ``wait``.
@@ -127,14 +127,9 @@ class RetrySettings:
         growth: int = self.multiplier ** (attempts - 1)
         return replace(self, initial_delay=-(-wait // growth), max_delay=wait)
 
-    def model_policy(self) -> dict[str, int]:
-        """The model's ``policy`` object."""
-        return {
-            "maxAttempts": self.max_attempts,
-            "initialDelay": self.initial_delay,
-            "maxDelay": self.max_delay,
-            "multiplier": self.multiplier,
-        }
+    def model_policy(self) -> dict[str, object]:
+        """The model's ``policy`` object, as JSON."""
+        return self.policy.to_dict()
 
     def attempts_in_window(self, try_number: int, max_tries: int) -> int:
         """Attempts started in the current window, the failing one included.
