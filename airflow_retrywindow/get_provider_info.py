@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_retrywindow import __version__
+from airflow_retrywindow import __version__, configuration
 from airflow_retrywindow.hooks.connection_type import connection_type_info
 
 # The project's Documentation URL in pyproject.toml; tests/test_packaging.py keeps them equal.
@@ -51,6 +51,13 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "connection-types": [connection_type_info()],
-        "extra-links": ["airflow_retrywindow.plugins.link.RetryWindowLink"],
+        "extra-links": ["airflow_retrywindow.links.retry_window.RetryWindowLink"],
         "notifications": ["airflow_retrywindow.notifications.notifier.RetryWindowNotifier"],
+        "config": {
+            configuration.SECTION: {
+                "description": "The retry window provider: its cluster policy, the API "
+                "connection its gates and sensors read, and the view's address.",
+                "options": configuration.OPTIONS,
+            }
+        },
     }

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_retrywindow import configuration
 from airflow_retrywindow.gate.budget import Budget
 from airflow_retrywindow.gate.run import GateSettings
 from airflow_retrywindow.gate.targets import Estimates, GivenEstimate, resolve_estimates
-from airflow_retrywindow.hooks.api_reader import MAX_PAGE_SIZE
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline
@@ -262,7 +262,9 @@ def observation_age_argument(value: object) -> int:
 
 
 def conn_id_argument(value: object) -> str:
-    """Check ``airflow_conn_id``: a non-empty connection id."""
+    """Check ``airflow_conn_id``; ``None`` takes ``[retry_window] default_conn_id``."""
+    if value is None:
+        return configuration.default_conn_id()
     if not isinstance(value, str) or not value:
         raise ValueError(f"airflow_conn_id must be a connection id, got {value!r}")
     return value
@@ -280,19 +282,17 @@ def flag_argument(value: object, name: str) -> bool:
 
 
 def page_size_argument(value: object) -> int:
-    """Check ``page_size``: rows per API page, 1 to ``MAX_PAGE_SIZE``."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PAGE_SIZE:
-        raise ValueError(
-            f"page_size must be a whole number from 1 to {MAX_PAGE_SIZE}, got {value!r}"
-        )
-    return value
+    """Check ``page_size``: rows per API page; ``None`` takes ``[retry_window] api_page_size``."""
+    if value is None:
+        return configuration.api_page_size()
+    return configuration.checked_page_size(value, "page_size")
 
 
 def timeout_argument(value: object) -> float:
-    """Check ``api_timeout``: seconds per API request, more than 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"api_timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
+    """Check ``api_timeout`` in seconds; ``None`` takes ``[retry_window] api_timeout``."""
+    if value is None:
+        return configuration.api_timeout()
+    return configuration.checked_timeout(value, "api_timeout")
 
 
 def _is_xcom_arg(value: object) -> bool:

@@ -52,6 +52,16 @@ from urllib.parse import urlsplit
 
 import pendulum
 
+# at most 1000 rows per page are asked for: the task instance listing (a POST) returns
+# as many; the GET listings (XCom keys, pools) are capped by the server's
+# ``[api] maximum_page_limit`` (100 by default), and the reader follows the rows it gets
+from airflow_retrywindow.configuration import (
+    DEFAULT_CONN_ID,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_TIMEOUT,
+    checked_page_size,
+    checked_timeout,
+)
 from airflow_retrywindow.exceptions import AirflowApiError
 from airflow_retrywindow.redaction import safe_text, without_userinfo
 
@@ -72,17 +82,8 @@ __all__ = [
     "connection_url",
 ]
 
-DEFAULT_CONN_ID = "airflow_api_default"
 #: Airflow's marker for a pool without a limit
 UNLIMITED = -1
-#: the most rows per page asked for. The task instance listing (a POST) returns as
-#: many; the GET listings (XCom keys, pools) are capped by the server's
-#: ``[api] maximum_page_limit`` (100 by default), and the reader follows the rows it gets
-MAX_PAGE_SIZE = 1000
-#: rows per page asked for: the most, so 1000 map indexes are one page of task instances
-DEFAULT_PAGE_SIZE = MAX_PAGE_SIZE
-#: seconds to wait for each request
-DEFAULT_TIMEOUT = 30.0
 
 T = TypeVar("T")
 
@@ -608,18 +609,9 @@ class AirflowApi:
 
 
 def check_reading_settings(page_size: object, timeout: object) -> None:
-    """Refuse a page size or timeout the reader cannot use.
-
-    :param page_size: rows asked for per page, 1 to :data:`MAX_PAGE_SIZE`.
-    :param timeout: seconds to wait for each request, more than 0.
-    :raises ValueError: naming the setting and the value.
-    """
-    if isinstance(page_size, bool) or not isinstance(page_size, int):
-        raise ValueError(f"page_size must be a whole number, got {page_size!r}")
-    if not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise ValueError(f"page_size must be from 1 to {MAX_PAGE_SIZE}, got {page_size}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    """Refuse a page size or timeout the reader cannot use, naming the setting and the value."""
+    checked_page_size(page_size)
+    checked_timeout(timeout)
 
 
 def connection_url(host: str | None, schema: str | None, port: int | None, conn_id: str) -> str:

@@ -35,8 +35,7 @@ from airflow_retrywindow.gate.targets import (
     target_problems,
     unsafe_trigger_rule,
 )
-from airflow_retrywindow.hooks.api_reader import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
-from airflow_retrywindow.plugins.link import RetryWindowLink
+from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.deadline import Deadline
 
@@ -99,13 +98,15 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
     :param work_unit: the unit of work (business_date, input_partition,
         transform_version, destination, remote_job_id), templated.
     :param max_observation_age: how old an observation may be (default 60 s).
-    :param airflow_conn_id: the connection to Airflow's REST API.
+    :param airflow_conn_id: the connection to Airflow's REST API (default:
+        ``[retry_window] default_conn_id``, ``airflow_api_default``).
     :param ignore_downstream_trigger_rules: if ``True`` (default), a refused
         guarded task is skipped with everything downstream of it; if ``False``,
         only the guarded task is skipped and the trigger rules of the tasks
         after it decide.
-    :param page_size: rows asked for per API page.
-    :param api_timeout: seconds to wait for each API request.
+    :param page_size: rows asked for per API page (default: ``[retry_window] api_page_size``).
+    :param api_timeout: seconds to wait for each API request (default:
+        ``[retry_window] api_timeout``).
     :param approval: the task id of an ``ApprovalOperator`` (or an ``HITLOperator``
         offering ``Approve``) directly downstream of the gate, beside the guarded
         tasks, with a ``reason`` param. The gate leaves it to ask a person only when
@@ -132,10 +133,10 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         budget: Budget | None = None,
         work_unit: Mapping[str, Any] | str | None = None,
         max_observation_age: timedelta | float = timedelta(seconds=60),
-        airflow_conn_id: str = DEFAULT_CONN_ID,
+        airflow_conn_id: str | None = None,
         ignore_downstream_trigger_rules: bool = True,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        api_timeout: float = DEFAULT_TIMEOUT,
+        page_size: int | None = None,
+        api_timeout: float | None = None,
         approval: str | None = None,
         approval_targets: Collection[str] | None = None,
         **kwargs: Any,

@@ -23,7 +23,7 @@ from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response, status
 
 from airflow_retrywindow.exceptions import RecordError
-from airflow_retrywindow.plugins.addresses import MAP_INDEX_PLACEHOLDER, ViewLinks
+from airflow_retrywindow.links.addresses import MAP_INDEX_PLACEHOLDER, ViewLinks
 from airflow_retrywindow.plugins.decision_rows import gate_record, policy_rows, stored_fixture
 from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
 from airflow_retrywindow.plugins.store import RunStore

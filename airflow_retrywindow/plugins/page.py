@@ -16,8 +16,8 @@ from importlib.resources import files
 
 import pendulum
 
+from airflow_retrywindow.links.addresses import ViewLinks
 from airflow_retrywindow.model.decisions import lets_run_now
-from airflow_retrywindow.plugins.addresses import ViewLinks
 from airflow_retrywindow.plugins.decision_rows import (
     DecisionRow,
     GateRecord,

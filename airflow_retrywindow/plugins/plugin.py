@@ -2,7 +2,7 @@
 
 Airflow 3.3 finds it through the ``airflow.plugins`` entry point of this
 package (``airflow plugins`` lists it as ``retry_window``). The API server
-mounts the view under :data:`~airflow_retrywindow.plugins.addresses.MOUNT`; the
+mounts the view under :data:`~airflow_retrywindow.links.addresses.MOUNT`; the
 UI shows it as a "Retry window" tab on every task instance and every DAG run.
 
 Every Airflow process loads plugins, task processes included, so this module
@@ -17,7 +17,7 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_retrywindow.plugins.addresses import (
+from airflow_retrywindow.links.addresses import (
     MOUNT,
     RUN_TAB,
     RUN_VIEW_HREF,

@@ -10,14 +10,22 @@ task defer to :class:`~airflow_retrywindow.triggers.gated.GatedTrigger`
 decided by the policy too. Airflow applies cluster policies on the DAG processor
 and again when the worker parses the DAG to run a task, so both are there in
 every try. Tasks without that policy are untouched.
+
+``[retry_window] policy_checks`` (:mod:`airflow_retrywindow.configuration`) says
+what it does: ``enforce`` (the default) all of the above; ``warn`` logs the
+problems instead of refusing the DAG, and still installs the hooks; ``off`` does
+nothing, so a retry Airflow starts without the policy runs undecided.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from airflow.exceptions import AirflowClusterPolicyViolation
 from airflow.policies import hookimpl
+
+log = logging.getLogger(__name__)
 
 
 @hookimpl
@@ -25,14 +33,28 @@ def task_policy(task: Any) -> None:
     """Refuse settings the gate cannot express; install the gate's hooks on gated tasks.
 
     :param task: an operator or mapped operator of the DAG being parsed.
-    :raises AirflowClusterPolicyViolation: naming the setting the gate cannot express.
+    :raises AirflowClusterPolicyViolation: naming the setting the gate cannot express,
+        or a ``[retry_window] policy_checks`` value that is not one of the three.
     """
+    from airflow_retrywindow import configuration
     from airflow_retrywindow.policies.check import gated, task_problem
 
+    is_gated = gated(task)
+    if not is_gated and not hasattr(task, "retry_window_problems"):
+        return  # most tasks: nothing of ours, and no configuration read
+    try:
+        mode = configuration.policy_checks()
+    except configuration.ConfigurationError as error:
+        # an unreadable switch must not silently switch the gate off
+        raise AirflowClusterPolicyViolation(f"retry window gate: {error}") from None
+    if mode == configuration.OFF:
+        return
     problem = task_problem(task)
-    if problem:
+    if problem and mode == configuration.WARN:
+        log.warning("retry window gate ([retry_window] policy_checks = warn): %s", problem)
+    elif problem:
         raise AirflowClusterPolicyViolation(f"retry window gate: {problem}")
-    if gated(task):
+    if is_gated:
         from airflow_retrywindow.policies import retry_start
         from airflow_retrywindow.triggers import deferral
 

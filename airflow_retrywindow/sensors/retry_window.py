@@ -30,8 +30,7 @@ from airflow_retrywindow.gate.targets import (
     target_problems,
     unsafe_trigger_rule,
 )
-from airflow_retrywindow.hooks.api_reader import DEFAULT_CONN_ID, DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT
-from airflow_retrywindow.plugins.link import RetryWindowLink
+from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.work import EstimateOverride, Work
 
@@ -83,12 +82,14 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
     :param budget: an approved resource budget; its ``estimate`` is templated.
     :param work_unit: the unit of work, templated.
     :param max_observation_age: how old an observation may be (default 60 s).
-    :param airflow_conn_id: the connection to Airflow's REST API.
+    :param airflow_conn_id: the connection to Airflow's REST API (default:
+        ``[retry_window] default_conn_id``, ``airflow_api_default``).
     :param deferrable: wait in the triggerer (default ``True``).
     :param ignore_downstream_trigger_rules: if ``True`` (default), skip everything
         downstream; if ``False``, only the direct downstream tasks.
-    :param page_size: rows asked for per API page.
-    :param api_timeout: seconds to wait for each API request.
+    :param page_size: rows asked for per API page (default: ``[retry_window] api_page_size``).
+    :param api_timeout: seconds to wait for each API request (default:
+        ``[retry_window] api_timeout``).
     """
 
     # a button on the task instance to its Retry window tab
@@ -104,11 +105,11 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         budget: Budget | None = None,
         work_unit: Mapping[str, Any] | str | None = None,
         max_observation_age: timedelta | float = timedelta(seconds=60),
-        airflow_conn_id: str = DEFAULT_CONN_ID,
+        airflow_conn_id: str | None = None,
         deferrable: bool = True,
         ignore_downstream_trigger_rules: bool = True,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        api_timeout: float = DEFAULT_TIMEOUT,
+        page_size: int | None = None,
+        api_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

@@ -85,7 +85,7 @@ def test_the_hook_declares_its_connection_type() -> None:
     behaviour = AirflowApiHook.get_ui_field_behaviour()
     assert behaviour["relabeling"] == {"host": "API server URL"}
     assert set(behaviour["hidden_fields"]) == {"schema", "port"}
-    with pytest.raises(ValueError, match="page_size must be from 1 to 1000"):
+    with pytest.raises(ValueError, match="page_size must be a whole number from 1 to 1000"):
         AirflowApiHook(page_size=0)
 
 

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from airflow_retrywindow.plugins.addresses import ViewLinks
+from airflow_retrywindow.links.addresses import ViewLinks
 from airflow_retrywindow.plugins.decision_rows import gate_record, policy_rows
 from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
 from tests.notifications.stored import approval, overridden_record

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_retrywindow.plugins.addresses import ui_task_tab
+from airflow_retrywindow.links.addresses import ui_task_tab
 
 IMPORTS = """
 import json, sys
@@ -36,7 +36,7 @@ def airflow_in(loaded: list[str]) -> list[str]:
 
 def test_rows_timeline_and_page_import_nothing_of_airflow() -> None:
     pure = [
-        "airflow_retrywindow.plugins.addresses",
+        "airflow_retrywindow.links.addresses",
         "airflow_retrywindow.plugins.decision_rows",
         "airflow_retrywindow.plugins.page",
         "airflow_retrywindow.plugins.timeline",
@@ -46,7 +46,9 @@ def test_rows_timeline_and_page_import_nothing_of_airflow() -> None:
 
 def test_loading_the_plugin_does_not_load_the_api_server() -> None:
     # every Airflow process loads plugins, task processes included
-    loaded = loaded_after("airflow_retrywindow.plugins.plugin", "airflow_retrywindow.plugins.link")
+    loaded = loaded_after(
+        "airflow_retrywindow.plugins.plugin", "airflow_retrywindow.links.retry_window"
+    )
     assert "airflow.api_fastapi.core_api.security" not in loaded
     assert "airflow_retrywindow.plugins.app" not in loaded
     assert "fastapi" not in loaded
@@ -81,12 +83,12 @@ def test_the_gate_and_the_sensor_carry_the_link() -> None:
     for operator in (RetryWindowGateOperator, RetryWindowSensor):
         assert [link.name for link in operator.operator_extra_links] == ["Retry window"]
     assert get_provider_info()["extra-links"] == [
-        "airflow_retrywindow.plugins.link.RetryWindowLink"
+        "airflow_retrywindow.links.retry_window.RetryWindowLink"
     ]
 
 
 def test_the_link_opens_the_task_instance_tab(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_retrywindow.plugins.link import RetryWindowLink
+    from airflow_retrywindow.links.retry_window import RetryWindowLink
 
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example/base/")
     key = SimpleNamespace(
@@ -123,7 +125,7 @@ def test_a_bad_map_index_is_refused_naming_it(given: str) -> None:
 
 
 def test_tab_addresses_keep_the_base_path_of_airflow() -> None:
-    from airflow_retrywindow.plugins.addresses import RUN_VIEW_HREF, under_base
+    from airflow_retrywindow.links.addresses import RUN_VIEW_HREF, under_base
 
     assert under_base("https://host/airflow/", RUN_VIEW_HREF) == (
         "/airflow/retry-window/dags/{DAG_ID}/runs/{RUN_ID}"

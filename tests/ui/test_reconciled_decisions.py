@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_retrywindow.plugins.addresses import ViewLinks
+from airflow_retrywindow.links.addresses import ViewLinks
 from airflow_retrywindow.plugins.decision_rows import formatted, policy_rows
 from airflow_retrywindow.plugins.page import run_page, task_page
 

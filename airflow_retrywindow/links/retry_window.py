@@ -2,16 +2,18 @@
 
 Airflow 3 computes an operator's extra links in the worker when the task
 finishes and keeps them in XCom; the UI shows them as buttons on the task
-instance.
+instance. The address starts from ``[retry_window] view_base_url``, or
+``[api] base_url`` when that is unset.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow.sdk import BaseOperatorLink, conf
+from airflow.sdk import BaseOperatorLink
 
-from airflow_retrywindow.plugins.addresses import ui_task_tab
+from airflow_retrywindow.configuration import view_base_url
+from airflow_retrywindow.links.addresses import ui_task_tab
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
@@ -29,5 +31,7 @@ class RetryWindowLink(BaseOperatorLink):
         :param operator: the gate or the sensor.
         :param ti_key: the task instance.
         """
-        base_url = conf.get("api", "base_url", fallback="http://localhost:8080/")
-        return ui_task_tab(base_url, ti_key.dag_id, ti_key.run_id, ti_key.task_id, ti_key.map_index)
+        # [retry_window] view_base_url, else [api] base_url, else http://localhost:8080/
+        return ui_task_tab(
+            view_base_url(), ti_key.dag_id, ti_key.run_id, ti_key.task_id, ti_key.map_index
+        )

@@ -1,0 +1,203 @@
+"""The provider's own settings: the ``[retry_window]`` section of Airflow's configuration.
+
+Declared in the provider info (:data:`OPTIONS`), so ``airflow config list`` shows
+them with their defaults, and set like any Airflow option: in ``airflow.cfg`` or
+through ``AIRFLOW__RETRY_WINDOW__<OPTION>`` environment variables. Each reader
+checks its value and says which option and value are wrong, and what to write.
+``docs/configuration.md`` describes each option.
+
+Importing this imports no Airflow; the readers load Airflow's configuration when
+called.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+SECTION = "retry_window"
+
+#: ``policy_checks``: what the provider's cluster policy does with gated tasks
+ENFORCE = "enforce"
+WARN = "warn"
+OFF = "off"
+POLICY_CHECKS = (ENFORCE, WARN, OFF)
+
+DEFAULT_CONN_ID = "airflow_api_default"
+#: the most rows per API page (the task instance listing takes pages of up to 1000)
+MAX_PAGE_SIZE = 1000
+DEFAULT_PAGE_SIZE = MAX_PAGE_SIZE
+DEFAULT_TIMEOUT = 30.0
+#: the longest a single API request may be given
+MAX_TIMEOUT = 600.0
+#: the UI address used when neither this section nor ``[api] base_url`` gives one
+FALLBACK_BASE_URL = "http://localhost:8080/"
+
+
+def _described(text: str) -> str:
+    return " ".join(text.split())
+
+
+#: the section as the provider info declares it (``airflow config list`` shows it)
+OPTIONS: dict[str, dict[str, Any]] = {
+    "policy_checks": {
+        "description": _described(
+            """What the provider's cluster policy does with tasks that have a
+            RetryWindowPolicy. ``enforce``: a DAG whose retry settings the gate cannot
+            express is refused when it is parsed, and every try of a gated task passes
+            the retry-start check. ``warn``: the same problems are logged as warnings and
+            the DAG loads; the retry-start check stays. ``off``: the cluster policy does
+            nothing: no parse-time checks and no retry-start check, so a retry that
+            Airflow starts without the policy (a killed worker, a heartbeat timeout, a
+            trigger's failure event) runs undecided."""
+        ),
+        "version_added": None,
+        "type": "string",
+        "example": WARN,
+        "default": ENFORCE,
+    },
+    "default_conn_id": {
+        "description": _described(
+            """The connection to Airflow's REST API that a RetryWindowGateOperator or
+            RetryWindowSensor reads its run with when it is given no airflow_conn_id."""
+        ),
+        "version_added": None,
+        "type": "string",
+        "example": "airflow_api_gate",
+        "default": DEFAULT_CONN_ID,
+    },
+    "api_page_size": {
+        "description": _described(
+            f"""Rows asked for per page of Airflow's REST API, 1 to {MAX_PAGE_SIZE}, when a
+            gate or sensor is given no page_size."""
+        ),
+        "version_added": None,
+        "type": "integer",
+        "example": "200",
+        "default": str(DEFAULT_PAGE_SIZE),
+    },
+    "api_timeout": {
+        "description": _described(
+            f"""Seconds a gate or sensor waits for each request to Airflow's REST API,
+            more than 0 and at most {MAX_TIMEOUT:g}, when it is given no api_timeout."""
+        ),
+        "version_added": None,
+        "type": "float",
+        "example": "10",
+        "default": f"{DEFAULT_TIMEOUT:g}",
+    },
+    "view_base_url": {
+        "description": _described(
+            f"""The UI address the Retry window links start from. Empty: ``[api]
+            base_url``, or {FALLBACK_BASE_URL} when that is unset too."""
+        ),
+        "version_added": None,
+        "type": "string",
+        "example": "https://airflow.example.com/",
+        "default": "",
+    },
+}
+
+
+class ConfigurationError(ValueError):
+    """A ``[retry_window]`` option holds a value the provider cannot use."""
+
+    def __init__(self, option: str, value: object, expected: str) -> None:
+        super().__init__(
+            f"[{SECTION}] {option} = {value!r} is not valid: {expected} "
+            f"(set it in airflow.cfg or AIRFLOW__{SECTION.upper()}__{option.upper()})"
+        )
+        self.option = option
+
+
+def _raw(option: str) -> str:
+    from airflow.sdk import conf
+
+    default = OPTIONS[option]["default"]
+    return str(conf.get(SECTION, option, fallback=default)).strip()
+
+
+def checked_page_size(value: object, name: str = "page_size") -> int:
+    """``value`` if it is a page size the reader can ask for, else a ``ValueError``.
+
+    :param value: rows per API page, 1 to :data:`MAX_PAGE_SIZE`.
+    :param name: the argument's name, for the message.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PAGE_SIZE:
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_PAGE_SIZE}, got {value!r}")
+    return value
+
+
+def checked_timeout(value: object, name: str = "timeout") -> float:
+    """``value`` in seconds if it is a request timeout the reader can use, else a ``ValueError``.
+
+    :param value: seconds to wait for each request, more than 0.
+    :param name: the argument's name, for the message.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not value > 0
+    ):
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def policy_checks() -> str:
+    """``enforce``, ``warn`` or ``off`` (``[retry_window] policy_checks``)."""
+    value = _raw("policy_checks").lower()
+    if value not in POLICY_CHECKS:
+        raise ConfigurationError("policy_checks", value, f"use one of {', '.join(POLICY_CHECKS)}")
+    return value
+
+
+def default_conn_id() -> str:
+    """The API connection of a gate or sensor given none (``[retry_window] default_conn_id``)."""
+    value = _raw("default_conn_id")
+    if not value:
+        raise ConfigurationError("default_conn_id", value, "give a connection id")
+    return value
+
+
+def api_page_size() -> int:
+    """Rows per API page of a gate or sensor given none (``[retry_window] api_page_size``)."""
+    value = _raw("api_page_size")
+    try:
+        return checked_page_size(int(value))
+    except ValueError:
+        raise ConfigurationError(
+            "api_page_size", value, f"a whole number from 1 to {MAX_PAGE_SIZE}"
+        ) from None
+
+
+def api_timeout() -> float:
+    """Seconds per API request of a gate or sensor given none (``[retry_window] api_timeout``)."""
+    value = _raw("api_timeout")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+        raise ConfigurationError(
+            "api_timeout", value, f"a number of seconds more than 0 and at most {MAX_TIMEOUT:g}"
+        )
+    return seconds
+
+
+def view_base_url() -> str:
+    """The UI address the Retry window links start from.
+
+    ``[retry_window] view_base_url``, else ``[api] base_url``, else
+    :data:`FALLBACK_BASE_URL`.
+    """
+    from airflow.sdk import conf
+
+    own = _raw("view_base_url")
+    if own:
+        if not own.startswith(("http://", "https://", "/")):
+            raise ConfigurationError(
+                "view_base_url", own, "an http(s) address or a path starting with /"
+            )
+        return own
+    return str(conf.get("api", "base_url", fallback="") or FALLBACK_BASE_URL)
