@@ -1,34 +1,28 @@
-"""The constructor arguments the gate operator and the sensor share, checked once.
+"""The checks of the gate operator's and the sensor's constructor arguments.
 
-Both decide the targets of their own DAG run the same way, so both take the same
-observations, budget, unit of work, observation age, API connection and skipping
-rule, template the same fields and render a budget's estimate the same way. Both
-take a target's estimate and the deadline from its ``RetryWindowPolicy`` when not
-given them (:mod:`~airflow_retrywindow.gate.targets`).
-:class:`RetryWindowArguments` holds that part; each checker raises ``ValueError``
-with the message a DAG author sees when the operator is built. Bounds are the
-model's (:mod:`~airflow_retrywindow.model.bounds`).
+Each checker raises ``ValueError`` with the message a DAG author sees when the
+operator is built (:class:`~airflow_retrywindow.operators.retry_window_mixin.RetryWindowMixin`
+calls them). Bounds are the model's (:mod:`~airflow_retrywindow.model.bounds`) and
+the configuration's (:mod:`~airflow_retrywindow.configuration`).
 
 Like :mod:`~airflow_retrywindow.gate.run`, importing this imports no Airflow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from airflow_retrywindow import configuration
 from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.run import GateSettings
-from airflow_retrywindow.gate.targets import Estimates, GivenEstimate, resolve_estimates
+from airflow_retrywindow.gate.targets import GivenEstimate
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.work import EstimateOverride, Work
 
 if TYPE_CHECKING:
-    import jinja2
-    from airflow.sdk import BaseOperator, Context
+    from airflow.sdk import BaseOperator
 
     # the mixin is only ever combined with an operator: type it as one
     _Operator = BaseOperator
@@ -43,126 +37,6 @@ WORK_UNIT_FIELDS = (
     "destination",
     "remote_job_id",
 )
-
-
-class RetryWindowArguments(_Operator):
-    """What the gate operator and the sensor share: arguments, templating, the settings.
-
-    Put it before the Airflow operator class among the bases, so that its
-    attributes and :meth:`render_template` take precedence. The operator checks
-    its targets and ``deadline`` itself (the gate checks ``guard`` right after
-    them), then calls :meth:`_set_gate_arguments` from its ``__init__``.
-    """
-
-    template_fields: Sequence[str] = ("observations", "budget", "work_unit")
-    template_fields_renderers: ClassVar[dict[str, str]] = {
-        "observations": "json",
-        "work_unit": "json",
-    }
-    ui_color = "#f6e7c8"
-    inherits_from_skipmixin = True
-
-    #: the deadline given, or ``None`` to take the targets' policies'
-    deadline: Deadline | None
-
-    def _set_gate_arguments(
-        self,
-        *,
-        observations: object,
-        budget: object,
-        work_unit: object,
-        max_observation_age: object,
-        airflow_conn_id: object,
-        ignore_downstream_trigger_rules: object,
-        page_size: object,
-        api_timeout: object,
-    ) -> None:
-        """Check the shared arguments, in this order, and keep them.
-
-        :param observations: explicit observations (templated).
-        :param budget: an approved resource budget, or ``None``.
-        :param work_unit: the unit of work (templated).
-        :param max_observation_age: how old an observation may be.
-        :param airflow_conn_id: the connection to Airflow's REST API.
-        :param ignore_downstream_trigger_rules: whether skipping reaches past the direct
-            downstream tasks.
-        :param page_size: rows asked for per API page.
-        :param api_timeout: seconds to wait for each API request.
-        """
-        self.observations = observations_argument(observations)
-        self.budget = budget_argument(budget)
-        self.work_unit = work_unit_argument(work_unit)
-        self.max_observation_age = observation_age_argument(max_observation_age)
-        self.airflow_conn_id = conn_id_argument(airflow_conn_id)
-        self.ignore_downstream_trigger_rules = flag_argument(
-            ignore_downstream_trigger_rules, "ignore_downstream_trigger_rules"
-        )
-        self.page_size = page_size_argument(page_size)
-        self.api_timeout = timeout_argument(api_timeout)
-
-    def render_template(
-        self,
-        content: Any,
-        context: Context,
-        jinja_env: jinja2.Environment | None = None,
-        seen_oids: set[int] | None = None,
-    ) -> Any:
-        """Render a budget's estimate; everything else as Airflow does."""
-        if isinstance(content, Budget):
-            estimate = super().render_template(content.estimate, context, jinja_env, seen_oids)
-            return content.with_estimate(estimate)
-        return super().render_template(content, context, jinja_env, seen_oids)
-
-    def _estimates(self, targets: Mapping[str, GivenEstimate], kind: str) -> Estimates:
-        """Each target's estimate and the deadline, from the arguments and the policies.
-
-        :param targets: task id -> what this task was given for it.
-        :param kind: ``gate`` or ``sensor``, for the messages.
-        :raises RetryWindowGateError: when they cannot be settled.
-        """
-        return resolve_estimates(self.dag, targets, self.deadline, kind=kind)
-
-    def _hold_back(self, ti: Any, tasks: Sequence[Any]) -> None:
-        """Skip the downstream ``tasks`` that may not run, then end this task.
-
-        Outside a mapped task group this is ``SkipMixin.skip``. Inside one (the
-        deciding task instance has a map index), Airflow 3.3.2 does not skip the
-        downstream tasks of one map index: ``SkipMixin`` leaves them to a check that
-        looks the skip list up at map index -1 and so never finds it. The deciding
-        task then skips itself instead: its ``all_success`` downstream tasks of the
-        same map index are skipped by their trigger rule, every one of them, so a
-        gate that would let some guarded tasks through holds them all (it fails
-        closed).
-
-        :param ti: the deciding task instance.
-        :param tasks: the downstream tasks to skip, not empty.
-        """
-        if not tasks:
-            return
-        if int(getattr(ti, "map_index", -1)) < 0:
-            self.skip(ti=ti, tasks=tasks)  # type: ignore[attr-defined]
-            return
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        names = ", ".join(task.task_id for task in tasks)
-        raise AirflowSkipException(
-            f"map index {ti.map_index} of {self.task_id} holds back {names}: skipped itself, "
-            "so that its downstream tasks of this map index are skipped by their trigger rule"
-        )
-
-    def _gate_settings(self, estimates: Estimates) -> GateSettings:
-        """The settings deciding the targets of this task's run, with this task's arguments.
-
-        :param estimates: the settled estimates and deadline.
-        """
-        return GateSettings(
-            targets=estimates.works,
-            deadline=estimates.deadline,
-            max_observation_age=self.max_observation_age,
-            conn_id=self.airflow_conn_id,
-            page_size=self.page_size,
-            timeout=self.api_timeout,
-        )
 
 
 def targets_argument(targets: object, gate_id: str) -> dict[str, GivenEstimate]:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
 from airflow_retrywindow import metrics
-from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.gate.approve import (
     APPROVE,
     REASON_PARAM,
@@ -21,23 +19,15 @@ from airflow_retrywindow.gate.approve import (
     read_approval,
     unasked,
 )
-from airflow_retrywindow.gate.arguments import (
-    RetryWindowArguments,
-    deadline_argument,
-    targets_argument,
-)
-from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.record import build
-from airflow_retrywindow.gate.run import GateSettings, decide_run
+from airflow_retrywindow.gate.arguments import targets_argument
 from airflow_retrywindow.gate.targets import (
-    Estimates,
+    GivenEstimate,
     estimate_problems,
     target_problems,
     unsafe_trigger_rule,
 )
-from airflow_retrywindow.links.retry_window import RetryWindowLink
+from airflow_retrywindow.operators.retry_window_mixin import RetryWindowMixin
 from airflow_retrywindow.redaction import describe_exception
-from airflow_retrywindow.timing.deadline import Deadline
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -51,7 +41,7 @@ _APPROVAL_LEFT = frozenset(
 )
 
 
-class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
+class RetryWindowGateOperator(RetryWindowMixin, BaseOperator, SkipMixin):
     """Decide whether the guarded tasks of this run may run again, and skip the rest.
 
     The gate reads the latest try of each target in this DAG run through
@@ -80,9 +70,6 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         ``Work.override(reason=..., ...)`` (values that differ from its policy's,
         on purpose), or to ``None`` (its policy's). A mapped target is decided
         per map index, and lets its guarded tasks run only when every map index may.
-    :param deadline: when the delivery is due: a :class:`~airflow_retrywindow.Deadline`,
-        an aware datetime, or a callable of the context returning one. Default:
-        the deadline of the targets' policies, which must all give the same one.
     :param guard: the tasks this gate protects: a list of target ids (each guards
         itself), or a mapping of downstream task id -> the target id(s) it repeats.
         Guarded tasks must be direct downstream tasks of the gate with the
@@ -90,23 +77,6 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         they may be mapped or inside a (mapped) task group.
         Default: every target. A gate placed after its targets, to publish the
         table only, takes ``guard=[]``.
-    :param observations: explicit observations overriding Airflow's view of
-        targets, as a mapping or its JSON text (templated); see
-        :mod:`airflow_retrywindow.gate.observe` for the shape.
-    :param budget: an approved resource budget for the next attempt; its
-        ``estimate`` is templated.
-    :param work_unit: the unit of work (business_date, input_partition,
-        transform_version, destination, remote_job_id), templated.
-    :param max_observation_age: how old an observation may be (default 60 s).
-    :param airflow_conn_id: the connection to Airflow's REST API (default:
-        ``[retry_window] default_conn_id``, ``airflow_api_default``).
-    :param ignore_downstream_trigger_rules: if ``True`` (default), a refused
-        guarded task is skipped with everything downstream of it; if ``False``,
-        only the guarded task is skipped and the trigger rules of the tasks
-        after it decide.
-    :param page_size: rows asked for per API page (default: ``[retry_window] api_page_size``).
-    :param api_timeout: seconds to wait for each API request (default:
-        ``[retry_window] api_timeout``).
     :param approval: the task id of an ``ApprovalOperator`` (or an ``HITLOperator``
         offering ``Approve``) directly downstream of the gate, beside the guarded
         tasks, with a ``reason`` param. The gate leaves it to ask a person only when
@@ -118,54 +88,34 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
         ``docs/approved-override.md``.
     :param approval_targets: the targets an approval may release (default: every
         target). The approver may name fewer in the approval's ``targets`` param.
+
+    The other arguments (``deadline``, ``observations``, ``budget``, ``work_unit``,
+    ``max_observation_age``, ``airflow_conn_id``, ``ignore_downstream_trigger_rules``,
+    ``page_size``, ``api_timeout``) are the sensor's too:
+    :class:`~airflow_retrywindow.operators.retry_window_mixin.RetryWindowMixin`.
     """
 
-    # a button on the task instance to its Retry window tab
-    operator_extra_links = (RetryWindowLink(),)
+    kind = "gate"
 
     def __init__(
         self,
         *,
         targets: Mapping[str, Any] | Sequence[str],
-        deadline: Deadline | Any | None = None,
         guard: GuardArgument = None,
-        observations: Mapping[str, Any] | str | None = None,
-        budget: Budget | None = None,
-        work_unit: Mapping[str, Any] | str | None = None,
-        max_observation_age: timedelta | float = timedelta(seconds=60),
-        airflow_conn_id: str | None = None,
-        ignore_downstream_trigger_rules: bool = True,
-        page_size: int | None = None,
-        api_timeout: float | None = None,
         approval: str | None = None,
         approval_targets: Collection[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.targets = targets_argument(targets, self.task_id)
-        self.deadline = deadline_argument(deadline)
         self.guard = _guard_argument(guard, self.targets, self.task_id)
         self.approval, self.approval_targets = _approval_argument(
             approval, approval_targets, self.targets, self.guard, self.task_id
         )
-        self._set_gate_arguments(
-            observations=observations,
-            budget=budget,
-            work_unit=work_unit,
-            max_observation_age=max_observation_age,
-            airflow_conn_id=airflow_conn_id,
-            ignore_downstream_trigger_rules=ignore_downstream_trigger_rules,
-            page_size=page_size,
-            api_timeout=api_timeout,
-        )
 
-    def estimates(self) -> Estimates:
-        """Each target's estimate and the deadline, from the arguments and the policies."""
-        return self._estimates(self.targets, "gate")
-
-    def gate_settings(self) -> GateSettings:
-        """What this gate decides about, and how it reads its run."""
-        return self._gate_settings(self.estimates())
+    def given_estimates(self) -> Mapping[str, GivenEstimate]:
+        """Target task id -> the estimate the gate was given for it (``None``: its policy's)."""
+        return self.targets
 
     def retry_window_problems(self) -> list[str]:
         """Everything wrong with this gate in its DAG, checked when the DAG is parsed.
@@ -199,19 +149,9 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
 
     @metrics.counts_gate_errors(by=metrics.GATE)
     def execute(self, context: Context) -> None:
-        problems = self.retry_window_problems()
-        if problems:
-            raise RetryWindowGateError(
-                "the retry window gate is misconfigured, so the guarded work does not run: "
-                + "; ".join(problems)
-            )
+        self._refuse_if_misconfigured("the guarded work")
         estimates = self.estimates()
-        decided = decide_run(
-            self._gate_settings(estimates),
-            context,
-            observations=self.observations,
-            budget=self.budget,
-        )
+        decided = self._decide(context, estimates)
         table = decided.table
         override, approval_requests = self._override(table, context, decided.reader)
         guard, held = [], []
@@ -231,33 +171,18 @@ class RetryWindowGateOperator(RetryWindowArguments, BaseOperator, SkipMixin):
             if entry["action"] == "skip":
                 held.append(task_id)
         to_skip = self._to_skip(held) + self._approval_to_skip(table, held, override)
-        ti = context["ti"]
-        record = build(
-            table,
-            requests=decided.requests + approval_requests,
-            api=decided.api,
-            gate=self.task_id,
-            dag_id=self.dag_id,
-            run_id=str(context["dag_run"].run_id),
-            try_number=int(ti.try_number),
-            deadline_rule=estimates.deadline.describe(),
-            work_unit=self.work_unit,
+        record = self._record(
+            context,
+            decided,
+            estimates,
             guard=guard,
             skipped=[task.task_id for task in to_skip],
-            estimate_sources=estimates.sources,
+            requests=approval_requests,
             override=override,
         )
-        metrics.gate_decided(record, by=metrics.GATE)
-        for row in table.decisions:
-            self.log.info("Retry window %s: %s", row.label, row.reason)
-        self.log.info("Retry window status update:\n%s", record["statusUpdate"])
-        # the record first: skipping ends the task, and the evidence must survive it
-        ti.xcom_push(key="return_value", value=record)
         if not to_skip:
             self.log.info("Every guarded task may run.")
-            return
-        self.log.info("Skipping %s", ", ".join(task.task_id for task in to_skip))
-        self._hold_back(ti, to_skip)
+        self._publish(context, record, to_skip)
 
     def _override(
         self, table: DecisionTable, context: Context, reader: ApprovalReader | None

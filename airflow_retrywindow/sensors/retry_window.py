@@ -14,24 +14,15 @@ from airflow.sdk.bases.sensor import PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_retrywindow import metrics
-from airflow_retrywindow.exceptions import RetryWindowGateError
-from airflow_retrywindow.gate.arguments import (
-    RetryWindowArguments,
-    deadline_argument,
-    flag_argument,
-    work_argument,
-)
-from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.record import build
-from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
+from airflow_retrywindow.gate.arguments import flag_argument, work_argument
+from airflow_retrywindow.gate.run import GateDecision
 from airflow_retrywindow.gate.targets import (
-    Estimates,
+    GivenEstimate,
     estimate_problems,
     target_problems,
     unsafe_trigger_rule,
 )
-from airflow_retrywindow.links.retry_window import RetryWindowLink
-from airflow_retrywindow.timing.deadline import Deadline
+from airflow_retrywindow.operators.retry_window_mixin import RetryWindowMixin
 from airflow_retrywindow.timing.work import EstimateOverride, Work
 
 if TYPE_CHECKING:
@@ -43,7 +34,7 @@ if TYPE_CHECKING:
 _UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
 
 
-class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
+class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
     """Hold a retry of ``target`` until its backoff has passed; skip it if it must not run.
 
     Each evaluation reads the target's latest try through Airflow's REST API and
@@ -76,40 +67,23 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         ``RetryWindowPolicy``'s; a :class:`~airflow_retrywindow.Work` must be the
         same as the policy's, and ``Work.override(reason=..., ...)`` differs from
         it on purpose.
-    :param deadline: when the delivery is due (see :class:`~airflow_retrywindow.Deadline`).
-        Default: the deadline of the target's ``RetryWindowPolicy``.
-    :param observations: explicit observations of the target (templated).
-    :param budget: an approved resource budget; its ``estimate`` is templated.
-    :param work_unit: the unit of work, templated.
-    :param max_observation_age: how old an observation may be (default 60 s).
-    :param airflow_conn_id: the connection to Airflow's REST API (default:
-        ``[retry_window] default_conn_id``, ``airflow_api_default``).
     :param deferrable: wait in the triggerer (default ``True``).
-    :param ignore_downstream_trigger_rules: if ``True`` (default), skip everything
-        downstream; if ``False``, only the direct downstream tasks.
-    :param page_size: rows asked for per API page (default: ``[retry_window] api_page_size``).
-    :param api_timeout: seconds to wait for each API request (default:
-        ``[retry_window] api_timeout``).
+
+    The other arguments (``deadline``, ``observations``, ``budget``, ``work_unit``,
+    ``max_observation_age``, ``airflow_conn_id``, ``ignore_downstream_trigger_rules``,
+    ``page_size``, ``api_timeout``) are the gate's too:
+    :class:`~airflow_retrywindow.operators.retry_window_mixin.RetryWindowMixin`.
+    Without a ``deadline``, the target's policy's is used.
     """
 
-    # a button on the task instance to its Retry window tab
-    operator_extra_links = (RetryWindowLink(),)
+    kind = "sensor"
 
     def __init__(
         self,
         *,
         target: str,
         work: Work | EstimateOverride | None = None,
-        deadline: Deadline | Any | None = None,
-        observations: Mapping[str, Any] | str | None = None,
-        budget: Budget | None = None,
-        work_unit: Mapping[str, Any] | str | None = None,
-        max_observation_age: timedelta | float = timedelta(seconds=60),
-        airflow_conn_id: str | None = None,
         deferrable: bool = True,
-        ignore_downstream_trigger_rules: bool = True,
-        page_size: int | None = None,
-        api_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -119,17 +93,6 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         if target == self.task_id:
             raise ValueError(f"target: {target!r} cannot decide about itself")
         self.work = work_argument(work, "work")
-        self.deadline = deadline_argument(deadline)
-        self._set_gate_arguments(
-            observations=observations,
-            budget=budget,
-            work_unit=work_unit,
-            max_observation_age=max_observation_age,
-            airflow_conn_id=airflow_conn_id,
-            ignore_downstream_trigger_rules=ignore_downstream_trigger_rules,
-            page_size=page_size,
-            api_timeout=api_timeout,
-        )
         self.deferrable = flag_argument(deferrable, "deferrable")
         if deferrable and self.mode == "reschedule":
             raise ValueError(
@@ -155,14 +118,13 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
 
     # -- the three ways of waiting ------------------------------------------------
 
+    def given_estimates(self) -> Mapping[str, GivenEstimate]:
+        """The target -> the estimate the sensor was given for it (``None``: its policy's)."""
+        return {self.target: self.work}
+
     @metrics.counts_gate_errors(by=metrics.SENSOR)
     def execute(self, context: Context) -> Any:
-        problems = self.retry_window_problems()
-        if problems:
-            raise RetryWindowGateError(
-                "the retry window sensor is misconfigured, so the retry does not run: "
-                + "; ".join(problems)
-            )
+        self._refuse_if_misconfigured("the retry")
         if self.deferrable:
             return self._decide_or_defer(context, started=pendulum.now("UTC"), waits=[])
         super().execute(context)  # pokes (or reschedules) until a final decision
@@ -183,18 +145,18 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
         return self._decide_or_defer(context, started=started, waits=waits)
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        decided = self._decide(context)
+        decided = self._decide_now(context)
         # a mapped target waits for the map index whose backoff ends last
         row = decided.table.longest_wait(self.target)
         if row is not None:
             self._next_start = row.earliest_start
             # the latest evaluation stays visible while the sensor waits
-            record = self._record(context, decided, waits=[])
+            record = self._sensor_record(context, decided, waits=[])
             context["ti"].xcom_push(key="return_value", value=record)
             self.log.info("%s; poking again at %s", row.reason, row.earliest_start)
             return False
         self._next_start = None
-        self._final = self._record(context, decided, waits=[])
+        self._final = self._sensor_record(context, decided, waits=[])
         return True
 
     def _get_next_poke_interval(
@@ -216,17 +178,17 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
     def _decide_or_defer(
         self, context: Context, *, started: pendulum.DateTime, waits: list[dict[str, Any]]
     ) -> Any:
-        decided = self._decide(context)
+        decided = self._decide_now(context)
         # a mapped target waits for the map index whose backoff ends last
         row = decided.table.longest_wait(self.target)
         if row is None or row.earliest_start is None:
             return self._finish(
-                context, self._record(context, decided, waits=waits, started=started)
+                context, self._sensor_record(context, decided, waits=waits, started=started)
             )
         until = row.earliest_start
         time_limit = started.add(seconds=self.timeout)
         if until > time_limit:
-            record = self._record(context, decided, waits=waits, started=started)
+            record = self._sensor_record(context, decided, waits=waits, started=started)
             context["ti"].xcom_push(key="return_value", value={**record, "action": "timeout"})
             self._time_out(
                 f"Sensor has timed out: the backoff of {row.label} ends at "
@@ -234,7 +196,7 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             )
         at = decided.table.as_of.format(_UTC)
         waits.append({"at": at, "until": until.format(_UTC), "reason": row.blockers()[0]})
-        record = self._record(context, decided, waits=waits, started=started)
+        record = self._sensor_record(context, decided, waits=waits, started=started)
         # visible while deferred, and read back on resume (next_kwargs are not kept by dag.test)
         context["ti"].xcom_push(key="return_value", value=record)
         self.log.info("%s; deferring until %s", row.reason, until.format(_UTC))
@@ -249,24 +211,11 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             raise AirflowSkipException(message)
         raise AirflowSensorTimeout(message)
 
-    def estimates(self) -> Estimates:
-        """The target's estimate and the deadline, from the arguments and its policy."""
-        return self._estimates({self.target: self.work}, "sensor")
-
-    def gate_settings(self) -> GateSettings:
-        """What this sensor decides about (its target), and how it reads its run."""
-        return self._gate_settings(self.estimates())
-
     @metrics.counts_gate_errors(by=metrics.SENSOR)
-    def _decide(self, context: Context) -> GateDecision:
-        decided = decide_run(
-            self.gate_settings(), context, observations=self.observations, budget=self.budget
-        )
-        for row in decided.table.rows_of(self.target):
-            self.log.info("Retry window %s: %s", row.label, row.reason)
-        return decided
+    def _decide_now(self, context: Context) -> GateDecision:
+        return self._decide(context, self.estimates())
 
-    def _record(
+    def _sensor_record(
         self,
         context: Context,
         decided: GateDecision,
@@ -285,20 +234,12 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
             {"taskId": task_id, "targets": [self.target], "action": action, "blockers": blockers}
             for task_id in sorted(self.downstream_task_ids)
         ]
-        estimates = self.estimates()
-        record = build(
-            decided.table,
-            requests=decided.requests,
-            api=decided.api,
-            gate=self.task_id,
-            dag_id=self.dag_id,
-            run_id=str(context["dag_run"].run_id),
-            try_number=int(context["ti"].try_number),
-            deadline_rule=estimates.deadline.describe(),
-            work_unit=self.work_unit,
+        return self._record(
+            context,
+            decided,
+            self.estimates(),
             guard=guard,
             skipped=[],
-            estimate_sources=estimates.sources,
             extra={
                 "target": self.target,
                 "action": action,
@@ -306,22 +247,16 @@ class RetryWindowSensor(RetryWindowArguments, BaseSensorOperator, SkipMixin):
                 "firstEvaluatedAt": (started or decided.table.as_of).format(_UTC),
             },
         )
-        metrics.gate_decided(record, by=metrics.SENSOR)
-        return record
 
     def _finish(self, context: Context, record: dict[str, Any]) -> None:
-        ti = context["ti"]
-        self.log.info("Retry window status update:\n%s", record["statusUpdate"])
         if record["action"] == "run":
-            ti.xcom_push(key="return_value", value=record)
             self.log.info("The retry of %s may run.", self.target)
+            self._publish(context, record, [])
             return
         to_skip = self._to_skip(context)
         record["skipped"] = [task.task_id for task in to_skip]
-        # the record first: skipping ends the task, and the evidence must survive it
-        ti.xcom_push(key="return_value", value=record)
         self.log.info("Skipping the retry of %s: %s", self.target, record["skipped"])
-        self._hold_back(ti, to_skip)
+        self._publish(context, record, to_skip)
 
     def _to_skip(self, context: Context) -> list[Any]:
         task = context["task"]
