@@ -3,8 +3,9 @@
 Run from the repository root as ``python -m devstack.demo``.
 
 Starts Airflow's services natively on a SQLite metadata DB under ``.demo/``,
-runs the example delivery on four days (the failed load's repeat fits; the
-reconciliation finds the load had committed, so nothing is repeated; the
+runs the example delivery on four days, each losing the worker that runs the
+load while its job runs (the job failed and the load's repeat fits; the job runs
+on and commits, so the retry reconnects to it and nothing is repeated; the
 repeat's dry run exceeds the approved budget; a late day where nothing fits),
 then clears ``append`` with upstream on the first day, as the runbook says, and
 shows its gate holding the repeat. It prints what the policy, the sensor and the
@@ -18,7 +19,16 @@ import shutil
 import subprocess
 import sys
 
-from devstack.example import DAG_ID, DAYS, Day, clear_append, evidence, xcom
+from devstack.example import (
+    DAG_ID,
+    DAYS,
+    Day,
+    clear_append,
+    evidence,
+    load_jobs,
+    load_start,
+    xcom,
+)
 from devstack.stack import ROOT, AirflowStack, log
 
 HOME = ROOT / ".demo" / "airflow"
@@ -49,8 +59,9 @@ def show(stack: AirflowStack, title: str, run_id: str, state: str) -> None:
     print("\nEach task's outcome (state, tries):")
     for task_id, (task_state, tries) in sorted(stack.task_states(DAG_ID, run_id).items()):
         print(f"  {task_id:<22} {task_state or 'none':<10} {tries}")
-    print("\nWhat RetryWindowPolicy decided at each failure:")
+    print("\nWhat RetryWindowPolicy decided at each failure, and at each undecided try start:")
     print("\n".join(policy_decisions(stack, run_id)) or "  (no failure)")
+    show_lost_worker(stack, run_id)
     show_load_repeat(stack, run_id)
     record = xcom(stack, run_id, "retry_gate")
     if isinstance(record, dict):
@@ -60,6 +71,28 @@ def show(stack: AirflowStack, title: str, run_id: str, state: str) -> None:
     impact = xcom(stack, run_id, "communicate_impact")
     if impact:
         print(f"\nImpact communicated instead of a retry:\n  {impact}")
+
+
+#: what a starting try did, in words
+_STARTED = {"run": "ran", "fail": "was refused", "reschedule": "was rescheduled"}
+
+
+def show_lost_worker(stack: AirflowStack, run_id: str) -> None:
+    """What load's try 2 read of the job its lost worker left running, and what it did."""
+    print("\nThe load's worker was lost while its job ran (try 1 SIGKILLed):")
+    entry = load_start(stack, run_id)
+    if entry is None:
+        print("  load try 2 was not decided when it started")
+    else:
+        read = entry.get("reconciliation") or {}
+        print(
+            f"  load try 2 read:       job {read.get('externalId')}: {read.get('status')} "
+            f"({read.get('outcome')}), so the try {_STARTED.get(entry['action'], entry['action'])}"
+        )
+        # the reason starts with the model's decision, as stored in the evidence
+        print(f"  decided at its start:  {entry['reason']}")
+    state, tries = stack.task_states(DAG_ID, run_id).get("load", (None, 0))
+    print(f"  load:                  {state} after {tries} tries")
 
 
 def show_load_repeat(stack: AirflowStack, run_id: str) -> None:
@@ -77,6 +110,10 @@ def show_load_repeat(stack: AirflowStack, run_id: str) -> None:
             print(f"  budget:                {budget['reason']}")
     print(f"  retry_load:            {xcom(stack, run_id, 'retry_load') or 'did not run'}")
     print(f"  validate_load:         {xcom(stack, run_id, 'validate_load') or 'did not run'}")
+    # the warehouse's own record, not what the tasks say of it
+    jobs = load_jobs(stack, run_id)
+    listed = ", ".join(f"{job_id} {status}" for job_id, status in jobs.items())
+    print(f"  load jobs submitted:   {len(jobs)}: {listed or 'none'}")
 
 
 def run_day(stack: AirflowStack, day: Day) -> str:

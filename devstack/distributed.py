@@ -6,9 +6,11 @@ The same services docker-compose.yaml starts (api-server, scheduler,
 dag-processor, triggerer, a Celery worker) run natively on a fresh PostgreSQL
 database and a Redis key prefix of their own. Three runs of the example DAG:
 
-1. an on-time day: every task ends as the gate decided; the load's retry path
-   waits out its backoff deferred in the triggerer, and the worker time the
-   sensor held during that wait is measured;
+1. an on-time day: every task ends as the gate decided; the Celery worker's
+   task process running ``load`` is SIGKILLed while its job runs, and try 2 is
+   decided on the job's status before it runs; the load's retry path waits out
+   its backoff deferred in the triggerer, and the worker time the sensor held
+   during that wait is measured;
 2. a late day: the refusals and the impact branch;
 3. an on-time day where the triggerer is restarted while the sensor is deferred:
    the sensor still resumes at the end of the backoff.

@@ -8,24 +8,33 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
+
+import pendulum
 
 from airflow_retrywindow.model import evaluate
 from devstack.stack import AirflowStack
 
 DAG_ID = "retry_window_example"
+#: where the example's stand-in warehouse keeps a run's jobs, under the Airflow home:
+#: ``<home>/stand-in-warehouse/<run id>/<job id>.json`` (see the DAG file)
+WAREHOUSE = "stand-in-warehouse"
 
 
 @dataclass(frozen=True)
 class Day:
     """One business day's run: its kind decides what the gate must do.
 
-    :param kind: ``"on-time"`` (the load's repeat fits), ``"late"`` (nothing
-        fits), ``"load-committed"`` (the failed load had committed: no repeat) or
-        ``"over-budget"`` (the repeat's dry run exceeds the approved 200 GB).
+    On every day the worker running ``load`` is lost while its first job runs.
+
+    :param kind: ``"on-time"`` (the job failed; the load's repeat fits), ``"late"``
+        (nothing fits), ``"load-committed"`` (the job runs on and commits: the retry
+        reconnects, nothing is repeated) or ``"over-budget"`` (the repeat's dry run
+        exceeds the approved 200 GB).
     :param business_date: the run's logical date.
     :param deadline: seconds from the trigger to the delivery deadline.
-    :param load_committed: what the stand-in job API says of the failed load.
+    :param load_committed: whether the stand-in's first load job commits or fails.
     :param dry_run_gb: what the stand-in dry run estimates for the repeat.
     """
 
@@ -44,6 +53,10 @@ class Day:
             "dry_run_gb": self.dry_run_gb,
         }
 
+    def load_job(self, attempt: int) -> str:
+        """The client job id of the load's ``attempt``."""
+        return f"positions_load_{self.business_date.replace('-', '')}_v3_a{attempt}"
+
 
 ON_TIME = Day("on-time", "2026-12-01", 150)
 LATE = Day("late", "2026-12-02", 10)
@@ -56,7 +69,6 @@ DAYS = (ON_TIME, LOAD_COMMITTED, OVER_BUDGET, LATE)
 COMMON = {
     "extract_positions": ("success", 1),
     "transform": ("success", 1),
-    "load": ("failed", 1),  # not claimed safe to repeat: reconcile-effects
     "reconcile_load": ("success", 1),
     "dry_run_load": ("success", 1),
     "load_retry_window": ("success", 1),
@@ -69,6 +81,11 @@ COMMON = {
     "retry_gate": ("success", 1),
     "rerun_everything": ("skipped", 0),
 }
+#: try 1's worker was lost; try 2 read the failed job when it started and was refused:
+#: a confirmed failure, but the load is not claimed safe to repeat (reconcile-effects)
+LOAD_REFUSED = {"load": ("failed", 2)}
+#: try 1's worker was lost; try 2 found the job running and reconnected to it
+LOAD_RECONNECTED = {"load": ("success", 2)}
 #: the deadline fits: report waits out its backoff, archive runs out of attempts
 IN_TIME = {**COMMON, "report": ("success", 2), "archive": ("failed", 2)}
 REPEATED = {"retry_load": ("success", 1), "validate_load": ("success", 1)}
@@ -77,11 +94,12 @@ DELIVERED = {"validate_load": ("success", 1), "communicate_impact": ("skipped", 
 LATE_NOTICE = {"validate_load": ("skipped", 0), "communicate_impact": ("success", 1)}
 #: day kind -> task id -> (final state, try number)
 FINAL_STATES = {
-    "on-time": {**IN_TIME, **DELIVERED, **REPEATED},
-    "load-committed": {**IN_TIME, **DELIVERED, **NOT_REPEATED},
-    "over-budget": {**IN_TIME, **LATE_NOTICE, **NOT_REPEATED},
+    "on-time": {**IN_TIME, **LOAD_REFUSED, **DELIVERED, **REPEATED},
+    "load-committed": {**IN_TIME, **LOAD_RECONNECTED, **DELIVERED, **NOT_REPEATED},
+    "over-budget": {**IN_TIME, **LOAD_REFUSED, **LATE_NOTICE, **NOT_REPEATED},
     "late": {
         **COMMON,
+        **LOAD_REFUSED,
         **LATE_NOTICE,
         **NOT_REPEATED,
         "report": ("failed", 1),  # deadline-infeasible
@@ -94,10 +112,11 @@ IN_TIME_DECISIONS = {
     "append": ["reconcile-remote"],
     "archive": ["wait-backoff", "attempts-exhausted"],
 }
-#: day kind -> task id -> the policy's decision at each failure
+#: day kind -> task id -> the policy's decision at each failure, or when a try
+#: started without one (load's try 2, after its worker was lost)
 POLICY_DECISIONS = {
     "on-time": IN_TIME_DECISIONS,
-    "load-committed": IN_TIME_DECISIONS,
+    "load-committed": {**IN_TIME_DECISIONS, "load": ["observe-running"]},
     "over-budget": IN_TIME_DECISIONS,
     "late": {
         "report": ["deadline-infeasible"],
@@ -105,6 +124,21 @@ POLICY_DECISIONS = {
         "append": ["reconcile-remote"],
         "archive": ["deadline-infeasible"],
     },
+}
+#: day kind -> what load's try 2 read of the first job when it started, and whether it ran
+LOAD_START = {
+    "on-time": ("failed", "fail"),
+    "load-committed": ("active", "run"),
+    "over-budget": ("failed", "fail"),
+    "late": ("failed", "fail"),
+}
+#: day kind -> the stand-in warehouse's load jobs at the end of the run: attempt -> status.
+#: Try 2 submits nothing (it reconnects, or is refused), so a repeat is attempt 3.
+LOAD_JOBS = {
+    "on-time": {1: "FAILED", 3: "DONE"},
+    "load-committed": {1: "DONE"},
+    "over-budget": {1: "FAILED"},
+    "late": {1: "FAILED"},
 }
 #: day kind -> the sensor's final decision about load's repeat, and its budget verdict
 SENSOR_DECISION = {
@@ -143,6 +177,29 @@ def evidence(stack: AirflowStack, run_id: str) -> dict[str, list[dict[str, Any]]
     return {task: decoded(value)["decisions"] for task, value in rows}
 
 
+def load_jobs(stack: AirflowStack, run_id: str) -> dict[str, str]:
+    """The load jobs the stand-in warehouse accepted in the run: job id -> its status
+    now, in the order they were submitted.
+
+    Read from the warehouse's own files, not from what the DAG reports of them.
+    """
+    jobs = []
+    for path in (stack.home / WAREHOUSE / run_id).glob("positions_load_*.json"):
+        job = json.loads(path.read_text())
+        submitted = pendulum.parse(job["submitted_at"])
+        ended = pendulum.now("UTC") >= submitted + timedelta(seconds=float(job["runs_for"]))
+        jobs.append((submitted, path.stem, job["outcome"] if ended else "RUNNING"))
+    return {job_id: status for _, job_id, status in sorted(jobs)}
+
+
+def load_start(stack: AirflowStack, run_id: str) -> dict[str, Any] | None:
+    """The decision taken when load's try 2 started, with what it read of the job."""
+    for entry in evidence(stack, run_id).get("load", []):
+        if entry.get("check") == "retry-start":
+            return entry
+    return None
+
+
 def problems(stack: AirflowStack, run_id: str, day: Day) -> list[str]:
     """Everything about the run that differs from what the gate decided; [] when none."""
     found: list[str] = []
@@ -151,6 +208,7 @@ def problems(stack: AirflowStack, run_id: str, day: Day) -> list[str]:
         if states.get(task) != expected:
             found.append(f"{task}: expected (state, try) {expected}, got {states.get(task)}")
     found += _policy_problems(evidence(stack, run_id), states, POLICY_DECISIONS[day.kind])
+    found += _load_problems(stack, run_id, day)
     found += _sensor_problems(stack, run_id, states, SENSOR_DECISION[day.kind])
     return found
 
@@ -216,6 +274,25 @@ def _policy_problems(
                     f"{task} try {entry['tryNumber']}: the gate said {entry['action']} but "
                     f"Airflow {'retried' if retried else 'did not retry'}"
                 )
+    return found
+
+
+def _load_problems(stack: AirflowStack, run_id: str, day: Day) -> list[str]:
+    """What was submitted, and what load's try 2 read and did before its code ran."""
+    found = []
+    jobs = load_jobs(stack, run_id)
+    expected = {day.load_job(attempt): status for attempt, status in LOAD_JOBS[day.kind].items()}
+    if jobs != expected:
+        found.append(f"the warehouse holds the load jobs {jobs}, expected {expected}")
+    entry = load_start(stack, run_id) or {}
+    read = entry.get("reconciliation") or {}
+    outcome, action = LOAD_START[day.kind]
+    got = (entry.get("tryNumber"), entry.get("action"), read.get("outcome"), read.get("externalId"))
+    if got != (2, action, outcome, day.load_job(1)):
+        found.append(
+            f"load's try 2 started with (try, action, read, job) {got}, expected "
+            f"{(2, action, outcome, day.load_job(1))}"
+        )
     return found
 
 

@@ -14,10 +14,12 @@ from devstack.example import (
     DAG_ID,
     DAYS,
     LATE,
+    LOAD_COMMITTED,
     ON_TIME,
     OVER_BUDGET,
     Day,
     append_clear_problems,
+    load_jobs,
     problems,
     xcom,
 )
@@ -93,14 +95,54 @@ def test_each_day_shows_what_the_reconciliation_and_the_dry_run_decided(
     for day in DAYS:
         run_id = runs.get(day.kind) or demo.run_day(stack, day)
         found = xcom(stack, run_id, "reconcile_load")["load"]
-        job = f"positions_load_{day.business_date.replace('-', '')}_v3_a1"
-        assert found["source"].startswith(f"job {job}: ")
+        assert found["source"].startswith(f"job {day.load_job(1)}: ")
         assert found["state"] == ("succeeded" if day.load_committed else "retryable")
         repeat = xcom(stack, run_id, "retry_load")
-        if repeat is not None:  # the repeat is attempt 2, never attempt 1's id again
-            assert repeat == f"job {job[:-1]}2 submitted"
+        if repeat is not None:  # load's try 2 submitted nothing: the repeat is attempt 3's id
+            assert repeat.startswith(f"job {day.load_job(3)}: DONE")
     over = xcom(stack, runs.get(OVER_BUDGET.kind) or "", "communicate_impact")
     assert "estimate 260 GB" in over and "approved 200 GB" in over
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_a_lost_worker_reconnects_to_its_running_job_and_submits_nothing(
+    stack: AirflowStack, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    day = LOAD_COMMITTED
+    run_id = runs.get(day.kind) or demo.run_day(stack, day)
+    capsys.readouterr()
+    demo.show(stack, f"{day.kind} day", run_id, str(stack.run_state(DAG_ID, run_id)))
+    printed = capsys.readouterr().out
+    job = day.load_job(1)
+    # one submission, found running by try 2, which reconnected and succeeded
+    assert load_jobs(stack, run_id) == {job: "DONE"}
+    assert stack.task_states(DAG_ID, run_id)["load"] == ("success", 2)
+    assert f"load try 2 read:       job {job}: RUNNING (active), so the try ran" in printed
+    assert "decided at its start:  observe-running: " in printed
+    assert f"reconnects to job {job}, submits nothing" in printed
+    assert "load:                  success after 2 tries" in printed
+    assert f"load jobs submitted:   1: {job} DONE" in printed
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_a_failed_job_is_decided_by_the_model_and_repeated_once_under_the_next_id(
+    stack: AirflowStack, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    day = ON_TIME
+    run_id = runs.get(day.kind) or demo.run_day(stack, day)
+    capsys.readouterr()
+    demo.show(stack, f"{day.kind} day", run_id, str(stack.run_state(DAG_ID, run_id)))
+    printed = capsys.readouterr().out
+    first, repeat = day.load_job(1), day.load_job(3)
+    assert load_jobs(stack, run_id) == {first: "FAILED", repeat: "DONE"}
+    assert f"load try 2 read:       job {first}: FAILED (failed), so the try was refused" in printed
+    assert "decided at its start:  reconcile-effects: " in printed
+    assert "load_retry_window:     retry-eligible:" in printed
+    assert "validate_load:         warehouse.fund_positions partition " in printed
+    assert f"rows from job {repeat}, no duplicate keys" in printed
+    assert f"load jobs submitted:   2: {first} FAILED, {repeat} DONE" in printed
 
 
 @pytest.mark.airflow
