@@ -3,7 +3,7 @@
 It explains a fixture, or one decision as :class:`~airflow_retrywindow.RetryWindowPolicy`
 stored it (an entry of ``retry_window.evidence``: its ``fixture``, on its stored
 ``origin``). For a decision taken on a resumable job's status read, the read is
-shown under the table (:mod:`~airflow_retrywindow.reconciliation`). Stored text
+shown under the table (:mod:`~airflow_retrywindow.records.reconciliation`). Stored text
 loses URL credentials before it is printed; nothing here imports Airflow.
 """
 
@@ -19,7 +19,7 @@ from airflow_retrywindow.cli.streams import UnreadableInputError, emit, load, re
 from airflow_retrywindow.cli.table import render_table
 from airflow_retrywindow.exceptions import ClockError, RecordError
 from airflow_retrywindow.model import Fixture, InvalidFixture, Verdict, decide
-from airflow_retrywindow.reconciliation import (
+from airflow_retrywindow.records.reconciliation import (
     KEY,
     RESCHEDULE,
     Reconciliation,

@@ -39,6 +39,7 @@ from typing import Any
 
 from airflow_retrywindow.gate.approve import Override
 from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
+from airflow_retrywindow.records.schema import stamped
 from airflow_retrywindow.redaction import without_userinfo
 
 #: held-back map indexes of one target the status update shows a line for
@@ -107,7 +108,7 @@ def build(
     record["statusUpdate"] = status_text(
         table, gate=gate, guard=guard, work_unit=work_unit, override=override
     )
-    return record
+    return stamped(record)
 
 
 def status_text(

@@ -7,7 +7,7 @@ anything itself. It reads one of the two things the provider stores:
   (the exact fixture, its clock origin, the model's result and the reason, see
   :mod:`airflow_retrywindow.policies.evidence`), with the status read of a
   resumable job when one was reconciled before deciding
-  (:mod:`airflow_retrywindow.reconciliation`);
+  (:mod:`airflow_retrywindow.records.reconciliation`);
 * the decision record a gate or a sensor publishes as its ``return_value`` XCom
   (see :mod:`airflow_retrywindow.gate.record`), with where each estimate came
   from and, for a gate with an approval task, its ``override`` entry
@@ -37,7 +37,8 @@ from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import Verdict
 from airflow_retrywindow.plugins.estimate_source import EstimateSource
 from airflow_retrywindow.plugins.override_entry import OverrideEntry
-from airflow_retrywindow.reconciliation import RESCHEDULE, RUN, Reconciliation
+from airflow_retrywindow.records.reconciliation import RESCHEDULE, RUN, Reconciliation
+from airflow_retrywindow.records.schema import version_problem
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import moment
@@ -133,6 +134,9 @@ def from_evidence(entry: Mapping[str, Any], task_id: str) -> Notice:
     :raises ValueError: when the entry cannot be read, or its fixture does not
         replay to the recorded decision.
     """
+    unreadable = version_problem(entry)
+    if unreadable:
+        raise ValueError(f"the evidence entry is not a shape this release reads: {unreadable}")
     action = _text(entry, "action")
     try_number = _try_number(entry)
     job, job_problem = _reconciliation(entry)
@@ -252,6 +256,9 @@ def from_gate_record(record: Mapping[str, Any]) -> tuple[Notice, ...]:
     :param record: the record the gate pushed as its ``return_value`` XCom.
     :raises ValueError: when the record has no readable decisions.
     """
+    unreadable = version_problem(record)
+    if unreadable:
+        raise ValueError(f"the decision record is not a shape this release reads: {unreadable}")
     rows = record.get("decisions")
     if not isinstance(rows, list) or not rows:
         raise ValueError("the decision record holds no decisions")

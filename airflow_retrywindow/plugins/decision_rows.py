@@ -5,7 +5,7 @@ Two kinds of stored value become rows here:
 * the policy's evidence (:mod:`~airflow_retrywindow.policies.evidence`): the
   decision history kept in the task state store, or the latest decision kept in
   XCom when the store holds nothing, with the status read of a resumable job
-  where one was reconciled (:mod:`~airflow_retrywindow.reconciliation`);
+  where one was reconciled (:mod:`~airflow_retrywindow.records.reconciliation`);
 * a gate's or a sensor's decision record (:mod:`~airflow_retrywindow.gate.record`),
   their ``return_value`` XCom, with where each estimate came from
   (:mod:`~airflow_retrywindow.plugins.estimate_source`) and a gate's approved
@@ -38,7 +38,8 @@ from airflow_retrywindow.model.verdict import TaskDecision, Verdict
 from airflow_retrywindow.plugins.estimate_source import EstimateSource
 from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.plugins.timeline import Timeline, timeline
-from airflow_retrywindow.reconciliation import RESCHEDULE, Reconciliation, action_words
+from airflow_retrywindow.records.reconciliation import RESCHEDULE, Reconciliation, action_words
+from airflow_retrywindow.records.schema import version_problem
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import moment
@@ -241,6 +242,10 @@ def policy_row(task_id: str, map_index: int, entry: object, index: int) -> Decis
     if not isinstance(entry, Mapping):
         problem = f"decisions[{index}] is {_described(entry)}"
         return DecisionRow(task_id, by, map_index=map_index, problem=problem)
+    unreadable = version_problem(entry)
+    if unreadable:
+        problem = f"decisions[{index}] is not a shape of record this release reads: {unreadable}"
+        return DecisionRow(task_id, by, map_index=map_index, problem=problem)
     try_number = _optional_int(entry, "tryNumber")
     reason = shown(entry.get("reason", ""))
     action = _optional_text(entry.get("action"))
@@ -321,6 +326,12 @@ def gate_record(task_id: str, map_index: int, record: Mapping[str, Any]) -> Gate
     :param record: its ``return_value`` XCom (see :func:`is_decision_record`).
     """
     kind = "sensor" if "target" in record else "gate"
+    unreadable = version_problem(record)
+    if unreadable:
+        return GateRecord(
+            task_id, map_index, kind, None, None, None, None, None, None, None, (),
+            problem=f"not a shape of record this release reads: {unreadable}",
+        )  # fmt: skip
     problems: list[str] = []
     as_of = _instant(record, "asOf", problems)
     deadline = _instant(record, "deadline", problems)

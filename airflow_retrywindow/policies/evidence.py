@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_retrywindow.records.schema import stamped, version_problem
+
 #: the task state store key holding the decision history of a task instance
 EVIDENCE_KEY = "retry_window.evidence"
 #: decisions kept per task instance (a window has at most 10 attempts)
@@ -60,18 +62,20 @@ def record(
     :param failure: how the failing attempt was classified: unknown, terminal, retryable.
     :param action: what Airflow was told: retry, fail or default.
     """
-    return {
-        "tryNumber": try_number,
-        "failure": failure,
-        "action": action,
-        "reason": reason,
-        "origin": origin,
-        "fixture": dict(fixture),
-        "result": dict(result),
-        "taskIds": dict(task_ids),
-        "claims": {"safeRepeat": "asserted by the DAG author, not proven by the gate"},
-        **(dict(extra) if extra else {}),
-    }
+    return stamped(
+        {
+            "tryNumber": try_number,
+            "failure": failure,
+            "action": action,
+            "reason": reason,
+            "origin": origin,
+            "fixture": dict(fixture),
+            "result": dict(result),
+            "taskIds": dict(task_ids),
+            "claims": {"safeRepeat": "asserted by the DAG author, not proven by the gate"},
+            **(dict(extra) if extra else {}),
+        }
+    )
 
 
 def gate_error(*, try_number: int, reason: str, action: str) -> dict[str, Any]:
@@ -80,13 +84,15 @@ def gate_error(*, try_number: int, reason: str, action: str) -> dict[str, Any]:
     :param reason: why it could not evaluate, already safe to store.
     :param action: what Airflow was told: fail or default.
     """
-    return {
-        "tryNumber": try_number,
-        "failure": None,
-        "action": action,
-        "reason": f"gate-error: {reason}",
-        "check": "retry-policy",
-    }
+    return stamped(
+        {
+            "tryNumber": try_number,
+            "failure": None,
+            "action": action,
+            "reason": f"gate-error: {reason}",
+            "check": "retry-policy",
+        }
+    )
 
 
 def allows_next_try(history: object, try_number: int) -> bool:
@@ -97,7 +103,7 @@ def allows_next_try(history: object, try_number: int) -> bool:
     without asking.
     """
     latest = history.get("latest") if isinstance(history, dict) else None
-    if not isinstance(latest, dict):
+    if not isinstance(latest, dict) or version_problem(latest):
         return False
     return latest.get("tryNumber") == try_number - 1 and latest.get("action") in HANDED_OVER
 
@@ -121,8 +127,8 @@ def start_permission(history: object, try_number: int) -> str:
       heartbeat, a refusal, a rescheduled start).
     """
     latest = history.get("latest") if isinstance(history, dict) else None
-    if not isinstance(latest, dict):
-        return UNDECIDED
+    if not isinstance(latest, dict) or version_problem(latest):
+        return UNDECIDED  # a shape this release cannot read is no permission
     if (
         latest.get("tryNumber") == try_number
         and latest.get("check") == "retry-start"

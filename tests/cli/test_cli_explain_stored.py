@@ -151,5 +151,5 @@ def test_explaining_a_stored_decision_imports_no_airflow(tmp_path: Path) -> None
         for line in process.stderr.decode().splitlines()
         if line.startswith("import time:")
     }
-    assert "airflow_retrywindow.reconciliation" in imported
+    assert "airflow_retrywindow.records.reconciliation" in imported
     assert {name for name in imported if name.split(".")[0] == "airflow"} == set()
