@@ -140,6 +140,8 @@ class JobRead:
     :param failed_since: for a failure, the first read that saw this job failed;
         the failure ended no later than that.
     :param why: for an unknown outcome, why it stays unknown (safe to store).
+    :param tolerated_errors: for a succeeded job, how many errors it tolerated
+        (BigQuery's non-fatal ``errors`` of a DONE job), when the operator shows them.
     """
 
     key: str
@@ -149,6 +151,7 @@ class JobRead:
     status: str | None = None
     failed_since: datetime | None = None
     why: str | None = None
+    tolerated_errors: int | None = None
 
     @property
     def model_state(self) -> TaskState:
@@ -191,6 +194,11 @@ class JobRead:
     def to_validate(self) -> str | None:
         """What must still be checked before the delivery is called done."""
         job = f"job {self.job_id}"
+        if self.outcome is JobOutcome.SUCCEEDED and self.tolerated_errors:
+            return (
+                f"the output of {job}: it ended DONE with {self.tolerated_errors} errors "
+                "tolerated, so rows may be missing"
+            )
         if self.outcome is JobOutcome.SUCCEEDED:
             return f"the output of {job}: DONE is not a correct result"
         if self.outcome is JobOutcome.ACTIVE:
@@ -207,8 +215,8 @@ class JobRead:
         texts = {
             JobOutcome.ACTIVE: f"{job} is {self.status}: the next try reconnects to {job}, "
             "submits nothing",
-            JobOutcome.SUCCEEDED: f"{job} is {self.status}: the next try only collects "
-            "its result; the output still needs validation",
+            JobOutcome.SUCCEEDED: f"{job} is {self.status}{self._tolerated()}: the next try "
+            "only collects its result; the output still needs validation",
             JobOutcome.FAILED: f"{job} is {self.status}: a confirmed failure",
             JobOutcome.NOT_FOUND: f"{job} is {self.status}: the service does not know it, "
             "so the request may never have reached it",
@@ -216,6 +224,9 @@ class JobRead:
             JobOutcome.NO_ID: f"nothing to reconcile: {self.why}",
         }
         return texts[self.outcome]
+
+    def _tolerated(self) -> str:
+        return f" with {self.tolerated_errors} errors tolerated" if self.tolerated_errors else ""
 
     def as_dict(self) -> dict[str, Any]:
         """The read as stored in the evidence; ids and statuses are masked text."""
@@ -235,11 +246,23 @@ class JobRead:
                 else None
             ),
             "error": self.why,
+            "toleratedErrors": self.tolerated_errors,
         }
 
 
 def _text(value: str | None) -> str | None:
     return None if value is None else safe_text(value, limit=_MAX_TEXT)
+
+
+def tolerated_errors(task: Any) -> int | None:
+    """How many errors the job an operator just read tolerated, when it shows them.
+
+    BigQuery's operator keeps the job it read (``_job``); a DONE job's ``errors``
+    are the errors it tolerated without failing. Other operators show none:
+    ``None``.
+    """
+    errors = getattr(getattr(task, "_job", None), "errors", None)
+    return len(errors) if isinstance(errors, list) else None
 
 
 def first_seen_failed(history: object, job_id: str) -> datetime | None:

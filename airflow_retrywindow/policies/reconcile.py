@@ -28,6 +28,7 @@ from airflow_retrywindow.policies.job_status import (
     TryStart,
     classify_status,
     first_seen_failed,
+    tolerated_errors,
 )
 from airflow_retrywindow.redaction import describe_exception
 
@@ -109,6 +110,7 @@ class StatusReader:
             status=status,
             failed_since=since,
             why=None if outcome is not JobOutcome.UNKNOWN else _unclassified(status),
+            tolerated_errors=tolerated_errors(task) if outcome is JobOutcome.SUCCEEDED else None,
         )
 
     @staticmethod

@@ -9,6 +9,7 @@ worker (nothing more happens in that try).
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 from airflow.sdk.exceptions import (
@@ -284,3 +285,24 @@ def test_a_resumed_try_is_not_decided_twice() -> None:
     reads = jobs.calls["status"]
     start(task, store, 2)  # the same try resumed after deferral
     assert jobs.calls["status"] == reads
+
+
+def test_a_succeeded_job_that_tolerated_errors_says_how_many() -> None:
+    class TolerantOperator(type(job_operator(Jobs(), policy()))):  # type: ignore[misc]
+        """Keeps the job it read, as BigQuery's operator does, with two non-fatal errors."""
+
+        def get_job_status(self, external_id: object, context: object) -> str:
+            status = super().get_job_status(external_id, context)
+            self._job = SimpleNamespace(errors=[{"reason": "invalid"}, {"reason": "invalid"}])
+            return status
+
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy())
+    task.__class__ = TolerantOperator
+    lost_after_submit(task, store)
+    jobs.statuses["load_a1"] = "DONE"
+    start(task, store, 2)
+    job = latest(store)["reconciliation"]
+    assert job["toleratedErrors"] == 2
+    assert "2 errors tolerated" in job["toValidate"]
+    assert "with 2 errors tolerated" in latest(store)["reason"]
