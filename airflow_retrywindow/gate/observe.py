@@ -61,8 +61,8 @@ from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS
 from airflow_retrywindow.model.decisions import NOT_ATTEMPTED
 from airflow_retrywindow.model.states import TaskState
-from airflow_retrywindow.policies import evidence
-from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
+from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL, UNKNOWN
 from airflow_retrywindow.timing.clock import require_aware
 from airflow_retrywindow.timing.fixtures import TaskFacts
 

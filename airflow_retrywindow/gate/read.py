@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_retrywindow.exceptions import TargetError
 from airflow_retrywindow.model.bounds import TASK_ID
-from airflow_retrywindow.policies import evidence
+from airflow_retrywindow.records import evidence
 from airflow_retrywindow.timing.fixtures import model_alias, model_task_id
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ from airflow_retrywindow.notifications.notice import (
     from_gate_record,
     override_of,
 )
-from airflow_retrywindow.plugins.override_entry import OverrideEntry
-from airflow_retrywindow.policies.evidence import EVIDENCE_KEY
+from airflow_retrywindow.records.evidence import EVIDENCE_KEY
+from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.redaction import describe_exception
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from airflow_retrywindow.gate.read import parse_label
 from airflow_retrywindow.notifications.notice import Lateness, Notice
-from airflow_retrywindow.plugins.override_entry import OverrideEntry
+from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.redaction import safe_text
 
 #: the decision a message names when none was found

@@ -5,7 +5,7 @@ anything itself. It reads one of the two things the provider stores:
 
 * the evidence :class:`~airflow_retrywindow.RetryWindowPolicy` keeps for a try
   (the exact fixture, its clock origin, the model's result and the reason, see
-  :mod:`airflow_retrywindow.policies.evidence`), with the status read of a
+  :mod:`airflow_retrywindow.records.evidence`), with the status read of a
   resumable job when one was reconciled before deciding
   (:mod:`airflow_retrywindow.records.reconciliation`);
 * the decision record a gate or a sensor publishes as its ``return_value`` XCom
@@ -35,8 +35,8 @@ from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.model.decisions import Decision, lets_run_now
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import Verdict
-from airflow_retrywindow.plugins.estimate_source import EstimateSource
-from airflow_retrywindow.plugins.override_entry import OverrideEntry
+from airflow_retrywindow.records.estimate_source import EstimateSource
+from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.records.reconciliation import RESCHEDULE, RUN, Reconciliation
 from airflow_retrywindow.records.schema import version_problem
 from airflow_retrywindow.redaction import safe_text

@@ -2,14 +2,14 @@
 
 Two kinds of stored value become rows here:
 
-* the policy's evidence (:mod:`~airflow_retrywindow.policies.evidence`): the
+* the policy's evidence (:mod:`~airflow_retrywindow.records.evidence`): the
   decision history kept in the task state store, or the latest decision kept in
   XCom when the store holds nothing, with the status read of a resumable job
   where one was reconciled (:mod:`~airflow_retrywindow.records.reconciliation`);
 * a gate's or a sensor's decision record (:mod:`~airflow_retrywindow.gate.record`),
   their ``return_value`` XCom, with where each estimate came from
-  (:mod:`~airflow_retrywindow.plugins.estimate_source`) and a gate's approved
-  override (:mod:`~airflow_retrywindow.plugins.override_entry`): the model's
+  (:mod:`~airflow_retrywindow.records.estimate_source`) and a gate's approved
+  override (:mod:`~airflow_retrywindow.records.override`): the model's
   decision stays as it was taken, and the override is shown beside it.
 
 Every decision that came from the model is replayed from its stored fixture: the
@@ -35,9 +35,9 @@ from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.gate.read import label
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import TaskDecision, Verdict
-from airflow_retrywindow.plugins.estimate_source import EstimateSource
-from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.plugins.timeline import Timeline, timeline
+from airflow_retrywindow.records.estimate_source import EstimateSource
+from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.records.reconciliation import RESCHEDULE, Reconciliation, action_words
 from airflow_retrywindow.records.schema import version_problem
 from airflow_retrywindow.redaction import safe_text

@@ -25,8 +25,8 @@ from airflow_retrywindow.plugins.decision_rows import (
     formatted,
     override_sentence,
 )
-from airflow_retrywindow.plugins.override_entry import OverrideEntry
 from airflow_retrywindow.plugins.timeline import LABEL_PAD, WIDTH, Instant, Stretch, Timeline
+from airflow_retrywindow.records.override import OverrideEntry
 
 #: decisions that let the task run, and those that only hold it for now
 WAITING = frozenset({"wait-backoff", "observe-running"})

@@ -6,7 +6,7 @@ and XCom endpoints do. This is the only module of the view that does; it reads
 and never writes:
 
 * the policy's decision history: the task state store row under
-  :data:`~airflow_retrywindow.policies.evidence.EVIDENCE_KEY` (Airflow keeps its
+  :data:`~airflow_retrywindow.records.evidence.EVIDENCE_KEY` (Airflow keeps its
   value as JSON text), or, when a task instance has no such row (a custom state
   store backend keeps values elsewhere), the latest decision in the XCom of the
   same key;
@@ -27,7 +27,7 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import select
 
 from airflow_retrywindow.plugins.decision_rows import is_decision_record
-from airflow_retrywindow.policies.evidence import EVIDENCE_KEY
+from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

@@ -25,14 +25,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from airflow_retrywindow.exceptions import OutcomeUnknown, TerminalFailure
+from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL, UNKNOWN
 
 ExceptionSpec = type[BaseException] | str
 
 
-#: failure classes, as the model's task states
-UNKNOWN = "unknown"
-TERMINAL = "terminal"
-RETRYABLE = "retryable"
 #: exceptions whose outcome is unknown unless the DAG author says otherwise: Airflow's
 #: execution timeout, and a trigger that crashed or timed out while it watched a job
 #: (the job may run on; a trigger that reports a failure raises the provider's own

@@ -20,7 +20,6 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.policies.evidence import EVIDENCE_KEY
 from airflow_retrywindow.policies.job_status import (
     TRY_START_KEY,
     JobOutcome,
@@ -30,6 +29,7 @@ from airflow_retrywindow.policies.job_status import (
     first_seen_failed,
     tolerated_errors,
 )
+from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.redaction import describe_exception
 
 log = logging.getLogger(__name__)

@@ -32,8 +32,7 @@ from airflow.sdk import RetryDecision, RetryPolicy
 from airflow_retrywindow import metrics
 from airflow_retrywindow.model import Decision, evaluate
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
-from airflow_retrywindow.policies import evidence
-from airflow_retrywindow.policies.failures import RETRYABLE, UNKNOWN, Classifier, ExceptionSpec
+from airflow_retrywindow.policies.failures import Classifier, ExceptionSpec
 from airflow_retrywindow.policies.job_status import JobRead
 from airflow_retrywindow.policies.reconcile import (
     DEFAULT_STATUS_READ_TIMEOUT,
@@ -41,6 +40,8 @@ from airflow_retrywindow.policies.reconcile import (
     resumable,
 )
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
+from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline

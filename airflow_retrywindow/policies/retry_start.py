@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_retrywindow import metrics
-from airflow_retrywindow.policies import evidence
 from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.try_start import (
     REFUSE,
@@ -39,6 +38,7 @@ from airflow_retrywindow.policies.try_start import (
     StartVerdict,
     mark_start,
 )
+from airflow_retrywindow.records import evidence
 from airflow_retrywindow.redaction import describe_exception
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,8 @@ from airflow_retrywindow import metrics
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.gate.budget import BUDGET_EXCEEDED, WITHIN_BUDGET
 from airflow_retrywindow.gate.capacity import CAPACITY_INFEASIBLE, FITS_NOW, WAIT_CAPACITY
-from airflow_retrywindow.model.decisions import NOT_ATTEMPTED
-from airflow_retrywindow.model.decisions import Decision
-from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
+from airflow_retrywindow.model.decisions import NOT_ATTEMPTED, Decision
+from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL, UNKNOWN
 from tests.notifications.stored import overridden_record
 
 PREFIX = "rwunit"

@@ -23,7 +23,7 @@ from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInstanceRow
 from airflow_retrywindow.model import evaluate
-from airflow_retrywindow.policies import evidence
+from airflow_retrywindow.records import evidence
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import reason
 from airflow_retrywindow.timing.retry_settings import RetrySettings

@@ -23,7 +23,7 @@ from airflow_retrywindow.notifications.message import (
     compose_missing,
 )
 from airflow_retrywindow.notifications.notice import from_evidence, from_gate_record, override_of
-from airflow_retrywindow.policies import evidence
+from airflow_retrywindow.records import evidence
 from tests.notifications.stored import (
     ALLOWING,
     CASES,

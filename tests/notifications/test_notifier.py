@@ -18,7 +18,7 @@ from airflow.sdk.bases.notifier import BaseNotifier
 from airflow_retrywindow import RetryWindowNotifier
 from airflow_retrywindow.exceptions import InvalidNotifier
 from airflow_retrywindow.notifications.message import Message
-from airflow_retrywindow.policies.evidence import EVIDENCE_KEY, appended
+from airflow_retrywindow.records.evidence import EVIDENCE_KEY, appended
 from tests.notifications.stored import TASK_ID, gate_record, overridden_record, policy_entry
 
 

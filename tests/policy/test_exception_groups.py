@@ -14,13 +14,8 @@ from typing import Any
 import pytest
 
 from airflow_retrywindow import OutcomeUnknown, TerminalFailure
-from airflow_retrywindow.policies.failures import (
-    MAX_LINKS,
-    RETRYABLE,
-    TERMINAL,
-    UNKNOWN,
-    Classifier,
-)
+from airflow_retrywindow.policies.failures import MAX_LINKS, Classifier
+from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL, UNKNOWN
 
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="ExceptionGroup is 3.11+")
 

@@ -21,11 +21,11 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from airflow.sdk.log import mask_secret
 
 from airflow_retrywindow import Deadline, RetryWindowPolicy, check_dag
-from airflow_retrywindow.policies import evidence as evidence_module
 from airflow_retrywindow.policies.check import gated
 from airflow_retrywindow.policies.cluster_policy import task_policy
-from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
 from airflow_retrywindow.policies.retry_start import RetryStartCheck
+from airflow_retrywindow.records import evidence as evidence_module
+from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL, UNKNOWN
 
 START = pendulum.datetime(2026, 3, 1, tz="UTC")
 

@@ -9,7 +9,7 @@ import pendulum
 import pytest
 
 from airflow_retrywindow import Deadline, OutcomeUnknown, RetryWindowPolicy, TerminalFailure
-from airflow_retrywindow.policies.failures import RETRYABLE, TERMINAL, UNKNOWN
+from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL, UNKNOWN
 
 
 def policy(**overrides: Any) -> RetryWindowPolicy:

@@ -21,7 +21,10 @@ def test_airflow_lists_the_provider(airflow_db: Path) -> None:
     )
     providers = {entry["package_name"]: entry for entry in json.loads(done.stdout)}
     assert "airflow-retrywindow" in providers
-    assert providers["airflow-retrywindow"]["version"] == "0.1.0"
+    # the one version: airflow_retrywindow.__version__, which the package metadata reads
+    from airflow_retrywindow import __version__
+
+    assert providers["airflow-retrywindow"]["version"] == __version__
 
 
 def test_provider_info_names_modules_that_exist() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from airflow_retrywindow.notifications.notice import from_evidence, from_gate_record
 from airflow_retrywindow.plugins.decision_rows import gate_record, policy_rows
-from airflow_retrywindow.policies import evidence
+from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.schema import SCHEMA_VERSION, VERSION_KEY, version_problem
 from tests.notifications.stored import overridden_record
 from tests.policy.resumable_jobs import Jobs, Store, context, job_operator, policy

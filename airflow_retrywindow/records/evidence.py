@@ -24,7 +24,12 @@ HISTORY = 20
 #: ``retry_window.failure.unknown`` lets a gate read the classification of every
 #: target of a run in one paged request.
 FAILURE_KEY_PREFIX = "retry_window.failure."
-_FAILURES = ("unknown", "terminal", "retryable")
+#: failure classes, as stored and as the model's task states: the outcome is unknown,
+#: the failure needs a repair, or a repeat may help
+UNKNOWN = "unknown"
+TERMINAL = "terminal"
+RETRYABLE = "retryable"
+_FAILURES = (UNKNOWN, TERMINAL, RETRYABLE)
 #: what the policy told Airflow when it let the task run again: retry after the
 #: model's delay, or (``on_error="default"``) Airflow's own retries on purpose
 HANDED_OVER = frozenset({"retry", "default"})
