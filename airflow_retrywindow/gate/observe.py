@@ -270,24 +270,25 @@ def observe(
 
 def _model_state(
     target: Target, airflow_state: str | None, failure: str | None, failure_source: str
-) -> tuple[str, str]:
+) -> tuple[TaskState, str]:
     if airflow_state in SUCCESS_STATES:
-        return "succeeded", f"Airflow state {airflow_state}"
+        return TaskState.SUCCEEDED, f"Airflow state {airflow_state}"
     if airflow_state in RUNNING_STATES:
-        return "running", f"Airflow state {airflow_state}"
+        return TaskState.RUNNING, f"Airflow state {airflow_state}"
     if failure in (UNKNOWN, TERMINAL, RETRYABLE):
-        return failure, f"Airflow state {airflow_state}; failure classified {failure} by the " + (
+        return TaskState(failure), (
+            f"Airflow state {airflow_state}; failure classified {failure} by the "
             f"task's RetryWindowPolicy ({failure_source})"
         )
     if target.gated:
         # the policy records every failure it sees; a failure without a record
         # (killed worker, heartbeat timeout, a policy error) may have reached the
         # remote service: the outcome is unknown until someone looks
-        return UNKNOWN, (
+        return TaskState.UNKNOWN, (
             f"Airflow state {airflow_state}; the task's RetryWindowPolicy recorded no "
             "classification for this try, so its outcome is treated as unknown"
         )
-    return RETRYABLE, f"Airflow state {airflow_state}; no RetryWindowPolicy on the task"
+    return TaskState.RETRYABLE, f"Airflow state {airflow_state}; no RetryWindowPolicy on the task"
 
 
 def _attempts(name: str, target: Target, row: TaskInstanceRow) -> int:
@@ -373,7 +374,7 @@ class ExplicitObservation:
     :param source: where it was observed, free text.
     """
 
-    state: str
+    state: TaskState
     observed_at: pendulum.DateTime
     finished_at: pendulum.DateTime | None
     attempts: int | None
@@ -498,7 +499,7 @@ def _observation(task_id: str, raw: object, as_of: datetime) -> ExplicitObservat
     source = raw.get("source")
     if source is not None and not isinstance(source, str):
         raise ObservationError(f"{where}: source must be text, got {_shown(source)}")
-    return ExplicitObservation(state, observed_at, finished_at, attempts, source)
+    return ExplicitObservation(TaskState(state), observed_at, finished_at, attempts, source)
 
 
 def _instant(value: object, name: str) -> pendulum.DateTime:

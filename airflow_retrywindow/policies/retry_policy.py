@@ -30,7 +30,7 @@ import pendulum
 from airflow.sdk import RetryDecision, RetryPolicy
 
 from airflow_retrywindow import metrics
-from airflow_retrywindow.model import Decision, evaluate
+from airflow_retrywindow.model import Decision, TaskState, evaluate
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies.failures import Classifier, ExceptionSpec
 from airflow_retrywindow.policies.job_status import JobRead
@@ -78,9 +78,9 @@ class Failure:
     job: JobRead | None = None
 
     @property
-    def state(self) -> str:
+    def state(self) -> TaskState:
         """The state the model is given: the job's, once it was read."""
-        return self.job.model_state.value if self.job else self.failure
+        return self.job.model_state if self.job else TaskState(self.failure)
 
     @property
     def recorded_failure(self) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_retrywindow.model.states import TaskState
 from airflow_retrywindow.records.schema import stamped, version_problem
 
 #: the task state store key holding the decision history of a task instance
@@ -24,11 +25,11 @@ HISTORY = 20
 #: ``retry_window.failure.unknown`` lets a gate read the classification of every
 #: target of a run in one paged request.
 FAILURE_KEY_PREFIX = "retry_window.failure."
-#: failure classes, as stored and as the model's task states: the outcome is unknown,
-#: the failure needs a repair, or a repeat may help
-UNKNOWN = "unknown"
-TERMINAL = "terminal"
-RETRYABLE = "retryable"
+#: failure classes, as stored: the model's task states for an outcome that is unknown,
+#: a failure that needs a repair, or one a repeat may help (plain text, as stored)
+UNKNOWN = TaskState.UNKNOWN.value
+TERMINAL = TaskState.TERMINAL.value
+RETRYABLE = TaskState.RETRYABLE.value
 _FAILURES = (UNKNOWN, TERMINAL, RETRYABLE)
 #: what the policy told Airflow when it let the task run again: retry after the
 #: model's delay, or (``on_error="default"``) Airflow's own retries on purpose

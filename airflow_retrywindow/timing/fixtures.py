@@ -75,11 +75,15 @@ class TaskFacts:
     """
 
     task_id: str
-    state: str
+    state: TaskState
     attempts: int
     observed_at: datetime
     finished_at: datetime | None
     work: Work
+
+    def __post_init__(self) -> None:
+        # one word for a state: a state name given as text becomes the model's enum
+        object.__setattr__(self, "state", TaskState(self.state))
 
     def instants(self) -> list[datetime]:
         """Every real instant these facts put on the clock."""
@@ -97,7 +101,7 @@ class TaskFacts:
         now = require_aware(as_of, "as_of")
         seen = require_aware(self.observed_at, "observed_at")
         observed = clock.down(seen)
-        if not TaskState(self.state).completion_confirmed or self.finished_at is None:
+        if not self.state.completion_confirmed or self.finished_at is None:
             return self._entry(observed, None)
         # now rounds up by `lag`; an end rounded up on now's grid keeps the model's
         # backoff from ending before the real one ("start > asOf" compares the two)
@@ -114,7 +118,7 @@ class TaskFacts:
     def _entry(self, observed: int, finished: int | None) -> dict[str, Any]:
         return {
             "id": model_task_id(self.task_id),
-            "state": self.state,
+            "state": self.state.value,
             "safeRepeat": self.work.safe_repeat,
             "attempts": self.attempts,
             "observedAt": observed,
