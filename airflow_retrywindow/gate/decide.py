@@ -314,13 +314,7 @@ def _decided(
     """The task instance's row from the model's typed decision on the fixture ``index``."""
     observation = fixture.task(decision.id)
     today = clock.at(fixture.as_of)
-    text = reason(
-        decision.to_dict(),
-        task=observation.to_dict(),
-        payload=fixture.to_dict(),
-        clock=clock,
-        subject=view.detail,
-    )
+    text = reason(decision, task=observation, fixture=fixture, clock=clock, subject=view.detail)
     status = status_update(
         decision, observation, fixture, clock=lambda seconds: moment(clock, seconds, today)
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from airflow_retrywindow.exceptions import InvalidFixture
 from airflow_retrywindow.model.bounds import MAX_TASKS
 from airflow_retrywindow.model.observation import Observation
@@ -18,10 +16,10 @@ from airflow_retrywindow.model.validation import (
     task_list,
     task_location,
 )
+from airflow_retrywindow.model.value import Value
 
 
-@dataclass(frozen=True)
-class Fixture:
+class Fixture(Value):
     """The facts for one decision, in whole seconds on one clock.
 
     :param as_of: the moment of the decision.
@@ -31,13 +29,31 @@ class Fixture:
     :param tasks: 1 to 20 tasks with distinct ids.
     """
 
+    __slots__ = ("as_of", "deadline", "max_observation_age", "policy", "tasks")
     as_of: int
     deadline: int
     max_observation_age: int
     policy: Policy
     tasks: tuple[Observation, ...]
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        as_of: int,
+        deadline: int,
+        max_observation_age: int,
+        policy: Policy,
+        tasks: tuple[Observation, ...],
+    ) -> None:
+        self._set(
+            as_of=as_of,
+            deadline=deadline,
+            max_observation_age=max_observation_age,
+            policy=policy,
+            tasks=tasks,
+        )
+        self._check()
+
+    def _check(self) -> None:
         check_clock(self.as_of, self.deadline, self.max_observation_age)
         if not isinstance(self.policy, Policy):
             raise InvalidFixture("policy", f"must be a Policy, got {shown(self.policy)}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from airflow_retrywindow.exceptions import InvalidFixture
 from airflow_retrywindow.model.bounds import TIME_LIMIT
 from airflow_retrywindow.model.states import TaskState
@@ -13,10 +11,10 @@ from airflow_retrywindow.model.validation import (
     check_task_object,
     fields,
 )
+from airflow_retrywindow.model.value import Value
 
 
-@dataclass(frozen=True)
-class Observation:
+class Observation(Value):
     """One task as last observed, in seconds on the fixture's clock.
 
     :param id: the task id: 1 to 48 of ``A-Z a-z 0-9 _ -``.
@@ -31,6 +29,16 @@ class Observation:
     :param validation: the time to validate the output (0 to 1,000,000 s).
     """
 
+    __slots__ = (
+        "attempts",
+        "duration",
+        "id",
+        "last_finished_at",
+        "observed_at",
+        "safe_repeat",
+        "state",
+        "validation",
+    )
     id: str
     state: TaskState
     safe_repeat: bool
@@ -40,22 +48,41 @@ class Observation:
     duration: int
     validation: int
 
-    def __post_init__(self) -> None:
+    def __init__(  # noqa: PLR0917 - positional, in the JSON object's order
+        self,
+        id: str,
+        state: TaskState | str,
+        safe_repeat: bool,
+        attempts: int,
+        observed_at: int,
+        last_finished_at: int | None,
+        duration: int,
+        validation: int,
+    ) -> None:
         try:
             values = check_task(
-                identifier=self.id,
-                state=self.state,
-                safe_repeat=self.safe_repeat,
-                attempts=self.attempts,
-                observed_at=self.observed_at,
-                last_finished_at=self.last_finished_at,
-                duration=self.duration,
-                validation=self.validation,
+                identifier=id,
+                state=state,
+                safe_repeat=safe_repeat,
+                attempts=attempts,
+                observed_at=observed_at,
+                last_finished_at=last_finished_at,
+                duration=duration,
+                validation=validation,
             )
         except InvalidFixture as error:
-            raise error.at(f"task {self.id!r}" if error.field != "id" else "task") from None
-        # frozen: store the enum even when a plain state name was given
-        object.__setattr__(self, "state", values[1])
+            raise error.at(f"task {id!r}" if error.field != "id" else "task") from None
+        # the enum even when a plain state name was given
+        self._set(
+            id=id,
+            state=values[1],
+            safe_repeat=safe_repeat,
+            attempts=attempts,
+            observed_at=observed_at,
+            last_finished_at=last_finished_at,
+            duration=duration,
+            validation=validation,
+        )
 
     @classmethod
     def from_dict(cls, raw: object, *, as_of: int = TIME_LIMIT) -> Observation:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from airflow_retrywindow.model.rules import backoff_delay
 from airflow_retrywindow.model.validation import POLICY_FIELDS, check_policy, fields
+from airflow_retrywindow.model.value import Value
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(Value):
     """How often a task may run and how long to wait between attempts.
 
     :param max_attempts: total attempts allowed, the first run included (1 to 10).
@@ -18,13 +16,22 @@ class Policy:
     :param multiplier: how much each wait grows over the one before (1 to 5).
     """
 
+    __slots__ = ("initial_delay", "max_attempts", "max_delay", "multiplier")
     max_attempts: int
     initial_delay: int
     max_delay: int
     multiplier: int
 
-    def __post_init__(self) -> None:
-        check_policy(self.max_attempts, self.initial_delay, self.max_delay, self.multiplier)
+    def __init__(
+        self, max_attempts: int, initial_delay: int, max_delay: int, multiplier: int
+    ) -> None:
+        check_policy(max_attempts, initial_delay, max_delay, multiplier)
+        self._set(
+            max_attempts=max_attempts,
+            initial_delay=initial_delay,
+            max_delay=max_delay,
+            multiplier=multiplier,
+        )
 
     @classmethod
     def from_dict(cls, raw: object) -> Policy:

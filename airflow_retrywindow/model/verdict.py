@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.rules import decide_task
+from airflow_retrywindow.model.value import Value
 
 
-@dataclass(frozen=True)
-class TaskDecision:
+class TaskDecision(Value):
     """The decision for one task.
 
     :param id: the task id.
@@ -20,11 +18,28 @@ class TaskDecision:
     :param estimated_finish: when it would end, validation included.
     """
 
+    __slots__ = ("backoff", "decision", "earliest_start", "estimated_finish", "id")
     id: str
     decision: Decision
-    backoff: int | None = None
-    earliest_start: int | None = None
-    estimated_finish: int | None = None
+    backoff: int | None
+    earliest_start: int | None
+    estimated_finish: int | None
+
+    def __init__(
+        self,
+        id: str,
+        decision: Decision,
+        backoff: int | None = None,
+        earliest_start: int | None = None,
+        estimated_finish: int | None = None,
+    ) -> None:
+        self._set(
+            id=id,
+            decision=decision,
+            backoff=backoff,
+            earliest_start=earliest_start,
+            estimated_finish=estimated_finish,
+        )
 
     def slack(self, deadline: int) -> int | None:
         """Seconds between the estimated finish and ``deadline``; negative when late.
@@ -44,8 +59,7 @@ class TaskDecision:
         }
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Value):
     """The decisions for every task of a fixture.
 
     The four flags that say what the model did *not* do are always false: it
@@ -56,8 +70,12 @@ class Verdict:
     :param deadline_passed: whether ``asOf`` is already after the deadline.
     """
 
+    __slots__ = ("deadline_passed", "tasks")
     tasks: tuple[TaskDecision, ...]
     deadline_passed: bool
+
+    def __init__(self, tasks: tuple[TaskDecision, ...], deadline_passed: bool) -> None:
+        self._set(tasks=tasks, deadline_passed=deadline_passed)
 
     @classmethod
     def of(cls, fixture: Fixture) -> Verdict:

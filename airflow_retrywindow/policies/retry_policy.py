@@ -30,7 +30,7 @@ import pendulum
 from airflow.sdk import RetryDecision, RetryPolicy
 
 from airflow_retrywindow import metrics
-from airflow_retrywindow.model import Decision, TaskState, evaluate
+from airflow_retrywindow.model import Decision, Fixture, TaskDecision, TaskState, decide
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies.failures import Classifier, ExceptionSpec
 from airflow_retrywindow.policies.job_status import JobRead
@@ -274,23 +274,26 @@ class RetryWindowPolicy(RetryPolicy):
             tasks=[facts],
             origin=context.get("data_interval_start"),
         )
-        result = evaluate(fixture.payload)
-        entry = result["tasks"][0]
+        typed = Fixture.from_dict(fixture.payload)
+        verdict = decide(typed)
+        result = verdict.to_dict()
+        (decided,) = verdict.tasks
+        entry = decided.to_dict()
         text = reason(
-            entry,
-            task=fixture.payload["tasks"][0],
-            payload=fixture.payload,
+            decided,
+            task=typed.tasks[0],
+            fixture=typed,
             clock=fixture.clock,
             subject=f"{failed.job.describe()}; {failed.subject}" if failed.job else failed.subject,
         )
-        decision = _airflow_decision(entry, text, failed.job)
+        decision = _airflow_decision(decided, text, failed.job)
         start = None
         if check == RETRY_START:
-            at = entry.get("earliestStart")
+            at = decided.earliest_start
             start = StartVerdict.of(
-                str(entry["decision"]),
+                decided.decision.value,
                 text,
-                fixture.clock.at(int(at)) if at is not None else None,
+                fixture.clock.at(at) if at is not None else None,
                 failed.job,
             )
         self._keep_evidence(
@@ -399,15 +402,15 @@ class RetryWindowPolicy(RetryPolicy):
         }
 
 
-def _airflow_decision(entry: Mapping[str, Any], text: str, job: JobRead | None) -> RetryDecision:
-    decision = Decision(entry["decision"])
+def _airflow_decision(decided: TaskDecision, text: str, job: JobRead | None) -> RetryDecision:
+    decision = decided.decision
     if job is not None and job.allows and decision.repeats_nothing:
         # the next try submits nothing: it reconnects to the job or collects its result
         return RetryDecision.retry(delay=timedelta(0), reason=text)
     if not decision.allows_retry:
         return RetryDecision.fail(reason=text)
     # hand Airflow the model's own delay: its jittered backoff is not what we checked
-    wait = entry["backoff"] if decision is Decision.WAIT_BACKOFF else 0
+    wait = decided.backoff if decision is Decision.WAIT_BACKOFF and decided.backoff else 0
     return RetryDecision.retry(delay=timedelta(seconds=wait), reason=text)
 
 

@@ -7,13 +7,17 @@ Airflow keeps 500 characters of it; we stay under that.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.timing.clock import Clock
+
+if TYPE_CHECKING:
+    from airflow_retrywindow.model.fixture import Fixture
+    from airflow_retrywindow.model.observation import Observation
+    from airflow_retrywindow.model.verdict import TaskDecision
 
 MAX_REASON = 499
 
@@ -27,44 +31,46 @@ def moment(clock: Clock, seconds: int, today: pendulum.DateTime) -> str:
 
 
 def reason(
-    result: Mapping[str, Any],
+    decision: TaskDecision,
     *,
-    task: Mapping[str, Any],
-    payload: Mapping[str, Any],
+    task: Observation,
+    fixture: Fixture,
     clock: Clock,
     subject: str = "",
 ) -> str:
     """Explain one task's decision with its numbers as real times.
 
-    :param result: the task's entry in the model's output.
-    :param task: the task's entry in the model's input.
-    :param payload: the whole fixture the model evaluated.
+    :param decision: the model's decision for the task.
+    :param task: the task as the model saw it.
+    :param fixture: the whole fixture the model decided.
     :param clock: the clock that fixture is on.
     :param subject: what failed, e.g. ``"TimeoutError: no response"``, if known.
     """
-    decision = str(result["decision"])
-    today = clock.at(int(payload["asOf"]))
+    today = clock.at(fixture.as_of)
 
     def at(seconds: int) -> str:
         return moment(clock, seconds, today)
 
-    attempts, limit = int(task["attempts"]), int(payload["policy"]["maxAttempts"])
+    attempts, limit = task.attempts, fixture.policy.max_attempts
     cause = f" ({subject})" if subject else ""
-    deadline = at(int(payload["deadline"]))
-    found = Decision.named(decision)
-    if found is not None and found.scheduled:
-        start, finish = at(result["earliestStart"]), at(result["estimatedFinish"])
+    deadline = at(fixture.deadline)
+    found = decision.decision
+    if found.scheduled:
+        start, finish = (
+            at(int(decision.earliest_start or 0)),
+            at(int(decision.estimated_finish or 0)),
+        )
         nth = f"attempt {attempts + 1} of {limit}"
-        if decision == "deadline-infeasible":
+        if found is Decision.DEADLINE_INFEASIBLE:
             text = (
                 f"next attempt would start {start} and finish with validation at {finish}, "
                 f"after the {deadline} deadline ({nth}); report the impact instead of retrying"
             )
         else:
-            slack = int(payload["deadline"]) - int(result["estimatedFinish"])
+            slack = decision.slack(fixture.deadline)
             when = (
-                f"at {start} after a {result['backoff']} s backoff"
-                if decision == "wait-backoff"
+                f"at {start} after a {decision.backoff} s backoff"
+                if found is Decision.WAIT_BACKOFF
                 else f"now ({start})"
             )
             text = (
@@ -72,39 +78,43 @@ def reason(
                 f"{slack} s before the {deadline} deadline"
             )
     else:
-        text = _refusal(decision, task=task, payload=payload, at=at, attempts=attempts, limit=limit)
-    return _fit(f"{decision}: {text}{cause}")
+        text = _refusal(found, task=task, fixture=fixture, at=at, attempts=attempts, limit=limit)
+    return _fit(f"{found.value}: {text}{cause}")
 
 
 def _refusal(
-    decision: str,
+    decision: Decision,
     *,
-    task: Mapping[str, Any],
-    payload: Mapping[str, Any],
+    task: Observation,
+    fixture: Fixture,
     at: Any,
     attempts: int,
     limit: int,
 ) -> str:
-    observed = at(int(task["observedAt"]))
+    observed = at(task.observed_at)
     texts = {
-        "refresh-observation": (
+        Decision.REFRESH_OBSERVATION: (
             f"the last observation ({observed}) is older than the allowed "
-            f"{payload['maxObservationAge']} s at {at(int(payload['asOf']))}; observe again"
+            f"{fixture.max_observation_age} s at {at(fixture.as_of)}; observe again"
         ),
-        "observe-running": f"attempt {attempts} is still running (seen {observed}); observe it",
-        "reconcile-remote": (
+        Decision.OBSERVE_RUNNING: (
+            f"attempt {attempts} is still running (seen {observed}); observe it"
+        ),
+        Decision.RECONCILE_REMOTE: (
             f"the outcome of attempt {attempts} of {limit} is unknown; look the remote job up "
             "by its client job id before any retry"
         ),
-        "validate-output": (
+        Decision.VALIDATE_OUTPUT: (
             f"attempt {attempts} succeeded (seen {observed}); validate its output before "
             "calling the delivery done"
         ),
-        "repair-cause": f"attempt {attempts} failed terminally; repair the cause, then clear",
-        "attempts-exhausted": (
+        Decision.REPAIR_CAUSE: (
+            f"attempt {attempts} failed terminally; repair the cause, then clear"
+        ),
+        Decision.ATTEMPTS_EXHAUSTED: (
             f"attempt {attempts} of {limit} failed and no attempt is left in this window"
         ),
-        "reconcile-effects": (
+        Decision.RECONCILE_EFFECTS: (
             f"attempt {attempts} of {limit} failed and the task is not claimed safe to "
             "repeat; reconcile what it wrote before repeating it"
         ),

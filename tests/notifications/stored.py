@@ -22,7 +22,8 @@ from airflow_retrywindow.gate.read import Instance, RunSnapshot
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInstanceRow
-from airflow_retrywindow.model import evaluate
+from airflow_retrywindow.model import Fixture
+from airflow_retrywindow.model import decide as model_decide
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import reason
@@ -70,10 +71,14 @@ def policy_entry(decision: str, *, subject: str = "ConnectionError: no answer") 
         "policy": POLICY,
         "tasks": [task],
     }
-    result = evaluate(payload)
+    fixture = Fixture.from_dict(payload)
+    verdict = model_decide(fixture)
+    result = verdict.to_dict()
     assert result["tasks"][0]["decision"] == decision
     clock = Clock(origin=ORIGIN)
-    text = reason(result["tasks"][0], task=task, payload=payload, clock=clock, subject=subject)
+    text = reason(
+        verdict.tasks[0], task=fixture.tasks[0], fixture=fixture, clock=clock, subject=subject
+    )
     return evidence.record(
         fixture=payload,
         origin=clock.iso(),
