@@ -605,7 +605,17 @@ class AirflowApi:
             ) from None
         if not isinstance(token, str) or not token:
             raise AirflowApiError(f"POST {url} answered with an empty access_token")
+        _register_secret(token)
         return token
+
+
+def _register_secret(token: str) -> None:
+    """Tell Airflow's masker about a token, so no log or stored text can show it."""
+    try:
+        from airflow.sdk.log import mask_secret
+    except ImportError:  # outside Airflow nothing logs through its masker
+        return
+    mask_secret(token)
 
 
 def check_reading_settings(page_size: object, timeout: object) -> None:

@@ -438,3 +438,17 @@ def test_a_trusted_or_unverified_certificate_is_read(
     ok, message = AirflowApiHook(conn).test_connection()
     assert ok, message
     assert message.startswith(f"Airflow {VERSION} at {https_server.url}")
+
+
+def test_every_token_obtained_is_registered_with_the_masker(
+    server: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.sdk.log import redact  # type: ignore[attr-defined]
+
+    conn = connect(monkeypatch, "rw_masked", host=server.url, login="reader", password="reader-pw")
+    reader = AirflowApiHook(conn).get_conn()
+    reader.pools({"pool_0"})
+    server.api.expire_tokens()
+    reader.pools({"pool_0"})  # a second, renewed token
+    for token in ("jwt-0", "jwt-1"):
+        assert token not in str(redact(f"read with Bearer-less header {token}"))

@@ -1,0 +1,128 @@
+"""No credential is stored, whatever shape it comes in.
+
+What ordinary libraries put in an error text: presigned URLs, authorization
+headers, URL userinfo whose password holds characters a URL should have encoded.
+A property test throws generated ones at the redaction and finds nothing left.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_retrywindow.redaction import MASK, safe_text, without_credentials, without_userinfo
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        (
+            "403 Client Error: Forbidden for url: https://bucket.s3.amazonaws.com/positions.csv"
+            "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAEXAMPLE%2F20261203"
+            "&X-Amz-Signature=0123abcd&X-Amz-Security-Token=FQoGZXIvYXdz",
+            "https://bucket.s3.amazonaws.com/positions.csv?X-Amz-Algorithm=AWS4-HMAC-SHA256",
+        ),
+        ("{'Authorization': 'Bearer eyJhbGciOi.eyJzdWIi.c2ln'}", "{'Authorization': '***'}"),
+        ('{"Proxy-Authorization": "Basic dXNlcjpwYXNz"}', '{"Proxy-Authorization": "***"}'),
+        ("http://etl:pa/ss@api:8080/api/v2", "http://***@api:8080/api/v2"),
+        ("https://etl:hunter2@jobs.example.com/jobs/1", "https://***@jobs.example.com/jobs/1"),
+        ("https://u:p#w?d@host/p", "https://***@host/p"),
+        ("GET https://api.example.test/v1?api_key=sk-live-123 failed", "?api_key=*** failed"),
+        ("https://storage.googleapis.com/b/o?X-Goog-Signature=abc&alt=media", "&alt=media"),
+        ("https://acct.blob.core.windows.net/c/b?sv=2024&sig=Zm9v%3D&se=2026", "sig=***&se=2026"),
+        ("login with token=abc123&user=etl", "token=abc123&user=etl"),  # not a query: kept
+    ],
+)
+def test_credentials_are_masked_and_the_rest_stays_readable(text: str, kept: str) -> None:
+    cleaned = without_credentials(text, limit=1000)
+    assert kept in cleaned
+
+
+def test_the_examples_lose_every_secret() -> None:
+    secret_parts = ["AKIAEXAMPLE", "0123abcd", "FQoGZXIvYXdz", "eyJhbGciOi", "pa/ss", "hunter2"]
+    texts = [
+        "https://b.s3.amazonaws.com/x?X-Amz-Credential=AKIAEXAMPLE&X-Amz-Signature=0123abcd"
+        "&X-Amz-Security-Token=FQoGZXIvYXdz",
+        "{'Authorization': 'Bearer eyJhbGciOi.x.y'}",
+        "http://etl:pa/ss@api:8080",
+        "https://etl:hunter2@jobs.example.com/",
+    ]
+    joined = " ".join(without_credentials(text, limit=1000) for text in texts)
+    assert not [part for part in secret_parts if part in joined]
+    assert joined.count(MASK) >= 6
+
+
+def test_the_api_field_loses_userinfo_with_unencoded_characters() -> None:
+    assert without_userinfo("http://etl:pa/ss@api:8080") == "http://api:8080"
+    assert without_userinfo("https://u:p@h/x?mail=a@b.c") == "https://h/x?mail=a@b.c"
+    assert without_userinfo("https://h/x?mail=a@b.c") == "https://h/x?mail=a@b.c"
+
+
+def test_an_e_mail_in_a_path_or_query_is_not_taken_for_userinfo() -> None:
+    text = "no answer from https://api.example/owners/ops@example.com/jobs"
+    assert without_credentials(text, limit=1000) == text
+
+
+# -- property: generated URLs, headers and reprs -------------------------------------------
+
+SECRET = st.text(alphabet=string.ascii_letters + string.digits + "-_.~+/", min_size=8, max_size=24)
+#: characters a careless password holds without encoding them
+PASSWORD = st.text(
+    alphabet=string.ascii_letters + string.digits + "/?#@!$%", min_size=8, max_size=20
+)
+HOST = st.from_regex(r"[a-z]{3,10}\.(example|test)\.(com|org)(:[1-9][0-9]{2,4})?", fullmatch=True)
+PARAMETER = st.sampled_from(
+    ["X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "X-Goog-Signature", "sig",
+     "signature", "token", "access_token", "api_key", "apikey", "key", "password", "secret"]
+)  # fmt: skip
+
+
+def _unique(secret: str) -> str:
+    # a marker no surrounding text can hold by chance
+    return f"Zq{secrets.token_hex(4)}{secret}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(host=HOST, user=st.from_regex(r"[a-z]{2,8}", fullmatch=True), password=PASSWORD)
+def test_no_password_survives_in_userinfo(host: str, user: str, password: str) -> None:
+    secret = _unique(password)
+    text = f"could not reach https://{user}:{secret}@{host}/api/v2/dags"
+    assert secret not in without_credentials(text, limit=1000)
+    assert secret not in without_userinfo(f"https://{user}:{secret}@{host}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(host=HOST, parameter=PARAMETER, value=SECRET, first=st.booleans())
+def test_no_credential_parameter_survives(
+    host: str, parameter: str, value: str, first: bool
+) -> None:
+    secret = _unique(value)
+    query = f"{parameter}={secret}&part=1" if first else f"part=1&{parameter}={secret}"
+    text = f"403 Forbidden for url: https://{host}/data.csv?{query}"
+    assert secret not in without_credentials(text, limit=1000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=SECRET,
+    scheme=st.sampled_from(["Bearer", "bearer", "Basic", "Token"]),
+    shape=st.sampled_from(["dict", "json", "header"]),
+)
+def test_no_authorization_value_survives(value: str, scheme: str, shape: str) -> None:
+    secret = _unique(value)
+    credential = f"{scheme} {secret}"
+    text = {
+        "dict": f"headers={{'Authorization': '{credential}', 'Accept': 'json'}}",
+        "json": f'{{"authorization": "{credential}"}}',
+        "header": f"Authorization: {credential}\nAccept: json",
+    }[shape]
+    assert secret not in without_credentials(text, limit=1000)
+
+
+def test_safe_text_applies_the_same_rules_after_airflows_masker() -> None:
+    text = "https://etl:hunter2@h.example.com/x?token=abc123def"
+    assert safe_text(text) == "https://***@h.example.com/x?token=***"
