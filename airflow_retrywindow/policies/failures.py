@@ -39,6 +39,13 @@ DEFAULT_UNKNOWN = (
     "airflow.sdk.exceptions.TaskDeferralError",
     "airflow.sdk.exceptions.TaskDeferralTimeout",
 )
+#: exceptions no retry can change, terminal unless the DAG author says otherwise: a template
+#: that does not render (an undefined variable, such as ``ds`` in a run without a logical
+#: date, or a syntax error) fails the same way on every try
+DEFAULT_TERMINAL = (
+    "jinja2.exceptions.UndefinedError",
+    "jinja2.exceptions.TemplateSyntaxError",
+)
 #: how many distinct exceptions of a chain or group are read; more is an unknown outcome
 MAX_LINKS = 256
 
@@ -71,7 +78,8 @@ class Classifier:
 
     Each exception of the chain gets the first class that lists it, in the order
     unknown, terminal, retryable, then the default unknowns (Airflow's task
-    timeout). The chain then takes the most cautious class any link has: unknown
+    timeout, a trigger that crashed) and the default terminals (a template that
+    does not render). The chain then takes the most cautious class any link has: unknown
     before terminal before retryable. An unknown outcome must be reconciled
     before anything else, whatever else went wrong.
 
@@ -80,12 +88,14 @@ class Classifier:
     :param retryable: classes the DAG author declares plainly retryable, e.g. to
         treat Airflow's task timeout as retryable on purpose.
     :param default_unknown: classes unknown unless listed in another class.
+    :param default_terminal: classes terminal unless listed in another class.
     """
 
     unknown: tuple[type[BaseException], ...]
     terminal: tuple[type[BaseException], ...]
     retryable: tuple[type[BaseException], ...] = ()
     default_unknown: tuple[type[BaseException], ...] = ()
+    default_terminal: tuple[type[BaseException], ...] = ()
 
     @classmethod
     def of(
@@ -101,6 +111,7 @@ class Classifier:
             terminal=_classes(terminal, "terminal", TerminalFailure),
             retryable=_classes(retryable, "retryable", None),
             default_unknown=_importable(DEFAULT_UNKNOWN),
+            default_terminal=_importable(DEFAULT_TERMINAL),
         )
 
     def classify(self, error: BaseException) -> str:
@@ -123,6 +134,8 @@ class Classifier:
             return RETRYABLE
         if isinstance(error, self.default_unknown):
             return UNKNOWN
+        if isinstance(error, self.default_terminal):
+            return TERMINAL
         return None
 
     def describe(self) -> dict[str, list[str]]:
@@ -132,6 +145,7 @@ class Classifier:
             "terminal": [_path(c) for c in self.terminal],
             "retryable": [_path(c) for c in self.retryable],
             "defaultUnknown": [_path(c) for c in self.default_unknown],
+            "defaultTerminal": [_path(c) for c in self.default_terminal],
         }
 
 

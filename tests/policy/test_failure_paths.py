@@ -370,3 +370,33 @@ def test_a_trigger_that_crashed_or_timed_out_leaves_the_outcome_unknown() -> Non
     assert policy(retryable=[TaskDeferralError]).classifier.classify(
         TaskDeferralError("Trigger failure")
     ) == (RETRYABLE)
+
+
+def test_a_template_that_does_not_render_is_terminal_by_default() -> None:
+    import jinja2
+
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    with pytest.raises(jinja2.UndefinedError) as undefined:
+        environment.from_string("{{ ds }}").render()
+    with pytest.raises(jinja2.TemplateSyntaxError) as syntax:
+        environment.from_string("{{ ds ")
+    classify = policy().classifier.classify
+    assert classify(undefined.value) == TERMINAL
+    assert classify(syntax.value) == TERMINAL
+    # the DAG author may say otherwise, explicitly
+    assert policy(retryable=[jinja2.UndefinedError]).classifier.classify(undefined.value) == (
+        RETRYABLE
+    )
+    # an unknown outcome in the same chain still comes first
+    undefined.value.__context__ = TimeoutError("no answer")
+    assert policy(unknown=[TimeoutError]).classifier.classify(undefined.value) == UNKNOWN
+
+
+def test_a_refused_template_failure_says_repair_the_cause() -> None:
+    import jinja2
+
+    task = _installed(policy())
+    ctx = context(task, try_number=1, max_tries=2, store=Store())
+    decision = task.retry_policy.evaluate(jinja2.UndefinedError("'ds' is undefined"), 1, 2, ctx)
+    assert decision.action.value == "fail"
+    assert decision.reason is not None and decision.reason.startswith("repair-cause")
