@@ -15,6 +15,8 @@ decision time, so one DAG file serves every run. Choose one of the constructors:
 from __future__ import annotations
 
 import abc
+import functools
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,6 +31,17 @@ from airflow_retrywindow.timing.clock import require_aware
 from airflow_retrywindow.timing.deadline_alert import AlertRule, belongs_to, pick_alert
 
 _WALL_CLOCK = re.compile(r"(?P<hour>[01]\d|2[0-3]):(?P<minute>[0-5]\d)")
+#: the longest a deadline may lie after its data interval's start or end: delivery
+#: deadlines are hours or days away, and the model's clock spans about 31 years
+MAX_OFFSET = timedelta(days=366)
+#: the offset units ``after_data_interval_*`` take, each with its largest value
+_OFFSET_UNITS = {
+    "weeks": MAX_OFFSET / timedelta(weeks=1),
+    "days": float(MAX_OFFSET.days),
+    "hours": MAX_OFFSET / timedelta(hours=1),
+    "minutes": MAX_OFFSET / timedelta(minutes=1),
+    "seconds": MAX_OFFSET.total_seconds(),
+}
 
 
 class Deadline(abc.ABC):
@@ -68,7 +81,7 @@ class Deadline(abc.ABC):
 
         :param offset: ``timedelta`` keyword arguments (days, hours, minutes, seconds).
         """
-        return _IntervalOffset("data_interval_end", _offset(offset))
+        return _IntervalOffset("data_interval_end", _offset(offset, "after_data_interval_end"))
 
     @classmethod
     def after_data_interval_start(cls, **offset: float) -> Deadline:
@@ -76,7 +89,9 @@ class Deadline(abc.ABC):
 
         :param offset: ``timedelta`` keyword arguments (days, hours, minutes, seconds).
         """
-        return _IntervalOffset("data_interval_start", _offset(offset))
+        return _IntervalOffset(
+            "data_interval_start", _offset(offset, "after_data_interval_start")
+        )
 
     @classmethod
     def daily_at(cls, wall_clock: str, *, tz: str) -> Deadline:
@@ -94,10 +109,18 @@ class Deadline(abc.ABC):
         match = _WALL_CLOCK.fullmatch(wall_clock) if isinstance(wall_clock, str) else None
         if match is None:
             raise DeadlineError(f"wall_clock must be 'HH:MM' (24-hour), got {wall_clock!r}")
+        if not isinstance(tz, str) or not tz.strip():
+            raise DeadlineError(
+                f"daily_at({wall_clock!r}, tz={tz!r}): tz must be an IANA timezone name such "
+                f"as 'Europe/Lisbon', got {tz!r}"
+            )
         try:
             pendulum.timezone(tz)
-        except (InvalidTimezone, ValueError, TypeError):
-            raise DeadlineError(f"tz must be an IANA timezone name, got {tz!r}") from None
+        except (InvalidTimezone, ValueError, TypeError, KeyError, OSError):
+            raise DeadlineError(
+                f"daily_at({wall_clock!r}, tz={tz!r}): tz must be an IANA timezone name such "
+                f"as 'Europe/Lisbon', got {tz!r}"
+            ) from None
         return _Daily(int(match["hour"]), int(match["minute"]), tz)
 
     @classmethod
@@ -154,18 +177,52 @@ class Deadline(abc.ABC):
         )
 
 
+def _callable_name(function: object) -> str:
+    """A callable's name, never its ``repr``: a partial's arguments may hold secrets."""
+    if isinstance(function, functools.partial):
+        return f"functools.partial({_callable_name(function.func)}, ...)"
+    name = getattr(function, "__qualname__", None)
+    return name if isinstance(name, str) else f"a {type(function).__qualname__} object"
+
+
 def _looks_like_alert(value: object) -> bool:
     # read without importing Airflow: a DeadlineAlert is a reference, an interval and a callback
     return all(hasattr(value, part) for part in ("reference", "interval", "callback"))
 
 
-def _offset(offset: Mapping[str, float]) -> timedelta:
-    try:
-        delta = timedelta(**offset)
-    except TypeError as error:
-        raise DeadlineError(f"deadline offset: {error}") from None
-    if delta < timedelta(0):
-        raise DeadlineError(f"deadline offset must not be negative, got {delta}")
+def _offset(offset: Mapping[str, float], where: str) -> timedelta:
+    """The offset ``timedelta(**offset)``, each part and the whole checked, or a DeadlineError.
+
+    :param offset: the keyword arguments as given.
+    :param where: the constructor, for the message, e.g. ``after_data_interval_end``.
+    """
+    if not offset:
+        raise DeadlineError(f"{where}() needs an offset, e.g. {where}(hours=6)")
+    for name, value in offset.items():
+        given = f"{where}({name}={value!r})"
+        if name not in _OFFSET_UNITS:
+            raise DeadlineError(
+                f"{given}: {name!r} is not a deadline offset unit; use "
+                f"{', '.join(_OFFSET_UNITS)}"
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DeadlineError(f"{given}: {name} must be a number, got {type(value).__name__}")
+        if not math.isfinite(value):
+            raise DeadlineError(f"{given}: {name} must be a finite number")
+        if value < 0:
+            raise DeadlineError(f"{given}: {name} must not be negative")
+        if value > _OFFSET_UNITS[name]:
+            raise DeadlineError(
+                f"{given}: the offset may be at most {MAX_OFFSET.days} days "
+                f"({_OFFSET_UNITS[name]:g} {name})"
+            )
+    delta = timedelta(**offset)
+    if delta > MAX_OFFSET:
+        shown = ", ".join(f"{name}={value!r}" for name, value in offset.items())
+        raise DeadlineError(
+            f"{where}({shown}): the offset {delta} is longer than the {MAX_OFFSET.days} days "
+            "a deadline may lie after its data interval"
+        )
     return delta
 
 
@@ -237,8 +294,7 @@ class _Computed(Deadline):
             raise DeadlineError(str(error)) from None
 
     def describe(self) -> str:
-        name = getattr(self.function, "__qualname__", repr(self.function))
-        return f"computed by {name}"
+        return f"computed by {_callable_name(self.function)}"
 
 
 @dataclass(frozen=True)
