@@ -636,9 +636,16 @@ def _guard_action(record: Mapping[str, Any], row: object) -> str | None:
     actions = [
         f"{item.get('taskId')} {_guard_verb(item)}"
         for item in (guard if isinstance(guard, list) else [])
-        if isinstance(item, Mapping) and row.get("taskId") in (item.get("targets") or [])
+        if isinstance(item, Mapping) and _names_target(item.get("targets"), row.get("taskId"))
     ]
     return shown(", ".join(actions)) if actions else None
+
+
+def _names_target(targets: object, task_id: object) -> bool:
+    """Whether a guard entry's ``targets`` list names ``task_id`` exactly."""
+    if not isinstance(targets, list) or not isinstance(task_id, str):
+        return False  # a number or a text is not a list of targets: "load" in "preload"
+    return any(isinstance(target, str) and target == task_id for target in targets)
 
 
 def _guard_lines(guard: object) -> list[str]:
