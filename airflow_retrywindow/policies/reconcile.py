@@ -6,12 +6,15 @@ remote system for that job's status before it submits anything. The gate asks th
 same question first, through the operator's own ``get_job_status``,
 ``is_job_active`` and ``is_job_succeeded``, so the model decides on what the job
 really did. The read never submits, cancels or polls; it has its own timeout,
-and any error leaves the outcome unknown (fail closed).
+and any error leaves the outcome unknown (fail closed). It reads through a shallow
+copy of the operator, so whatever the operator's ``get_job_status`` sets on itself
+does not reach the try that runs next.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -89,11 +92,15 @@ class StatusReader:
             return JobRead(key, _id_text(job_id), JobOutcome.NO_ID, pendulum.now("UTC"), why=unread)
         read_at = pendulum.now("UTC")
         try:
-            status = self._status(task, job_id, context)
+            # a copy reads: what get_job_status sets on the operator stays off the one that
+            # runs the try (BigQuery's keeps the job it read as its job_id, from which the
+            # try's next submit_job would derive its id)
+            reader = copy.copy(task)
+            status = self._status(reader, job_id, context)
             outcome = classify_status(
                 status,
-                active=bool(task.is_job_active(status)),
-                succeeded=bool(task.is_job_succeeded(status)),
+                active=bool(reader.is_job_active(status)),
+                succeeded=bool(reader.is_job_succeeded(status)),
                 failed=self.failed_statuses,
             )
         except Exception as error:
@@ -110,7 +117,7 @@ class StatusReader:
             status=status,
             failed_since=since,
             why=None if outcome is not JobOutcome.UNKNOWN else _unclassified(status),
-            tolerated_errors=tolerated_errors(task) if outcome is JobOutcome.SUCCEEDED else None,
+            tolerated_errors=tolerated_errors(reader) if outcome is JobOutcome.SUCCEEDED else None,
         )
 
     @staticmethod

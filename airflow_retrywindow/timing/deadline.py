@@ -89,9 +89,7 @@ class Deadline(abc.ABC):
 
         :param offset: ``timedelta`` keyword arguments (days, hours, minutes, seconds).
         """
-        return _IntervalOffset(
-            "data_interval_start", _offset(offset, "after_data_interval_start")
-        )
+        return _IntervalOffset("data_interval_start", _offset(offset, "after_data_interval_start"))
 
     @classmethod
     def daily_at(cls, wall_clock: str, *, tz: str) -> Deadline:
@@ -202,8 +200,7 @@ def _offset(offset: Mapping[str, float], where: str) -> timedelta:
         given = f"{where}({name}={value!r})"
         if name not in _OFFSET_UNITS:
             raise DeadlineError(
-                f"{given}: {name!r} is not a deadline offset unit; use "
-                f"{', '.join(_OFFSET_UNITS)}"
+                f"{given}: {name!r} is not a deadline offset unit; use {', '.join(_OFFSET_UNITS)}"
             )
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise DeadlineError(f"{given}: {name} must be a number, got {type(value).__name__}")

@@ -306,3 +306,21 @@ def test_a_succeeded_job_that_tolerated_errors_says_how_many() -> None:
     assert job["toleratedErrors"] == 2
     assert "2 errors tolerated" in job["toValidate"]
     assert "with 2 errors tolerated" in latest(store)["reason"]
+
+
+def test_what_the_read_sets_on_the_operator_stays_off_the_try_that_runs() -> None:
+    class SelfUpdatingOperator(type(job_operator(Jobs(), policy()))):  # type: ignore[misc]
+        """Keeps the job it read as its own job id, as BigQuery's operator does."""
+
+        def get_job_status(self, external_id: object, context: object) -> str:
+            self.job_id = str(external_id)
+            return super().get_job_status(external_id, context)  # type: ignore[no-any-return]
+
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy())
+    task.__class__ = SelfUpdatingOperator
+    lost_after_submit(task, store)
+    task.job_id = "load_a2"  # what try 2 renders from its template
+    start(task, store, 2)  # reads load_a1, still RUNNING: the try reconnects
+    assert latest(store)["reconciliation"]["externalId"] == "load_a1"
+    assert task.job_id == "load_a2"
