@@ -1,22 +1,43 @@
 # One-command entry points. Everything installs into .venv from constraints.txt.
+#
+# `make demo` and `make up` need only Python and make: they install the project and
+# Airflow. `make install` adds the google extra and the development groups (test, dev,
+# distributed; pyproject.toml). `make test` also installs, where apt-get exists, the
+# Debian packages of the browser and compose file tests (devstack/install_system_packages.sh);
+# elsewhere it says which and those tests skip.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# the project and its pinned dependencies: enough for demo, up and bench
+RUNTIME := $(VENV)/.runtime-stamp
+# and everything the tests, the linters and the build need
 STAMP := $(VENV)/.installed-stamp
+CONSTRAINTS := --constraint constraints.txt
 
-.PHONY: install test lint demo up test-distributed bench constraints clean
+.PHONY: install system-packages test lint demo up test-distributed nox wheel-check bench \
+	constraints clean
 
-$(STAMP): pyproject.toml constraints.txt
+# __init__.py holds the version, which the installed metadata repeats; pip 25.1 or later
+# reads pyproject.toml's dependency groups (--group)
+$(RUNTIME): pyproject.toml constraints.txt airflow_retrywindow/__init__.py
 	@echo "==> installing the project and its pinned dependencies into $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,dev,distributed]"
+	@$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	@$(BIN)/python -m pip install --quiet $(CONSTRAINTS) --editable .
+	@touch $@
+
+$(STAMP): $(RUNTIME)
+	@echo "==> installing the google extra and the test, dev and distributed groups"
+	@$(BIN)/python -m pip install --quiet $(CONSTRAINTS) --editable ".[google]" \
+		--group test --group dev --group distributed
 	@touch $@
 
 install: $(STAMP)
+
+system-packages:
 	@bash devstack/install_system_packages.sh
 
-test: install
+test: install system-packages
 	$(BIN)/python -m pytest
 
 lint: install
@@ -24,16 +45,24 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-demo: install
+demo: $(RUNTIME)
 	@$(BIN)/python -m devstack.demo
 
-up: install
+up: $(RUNTIME)
 	@$(BIN)/python -m devstack.up
 
 test-distributed: install
 	@$(BIN)/python -m devstack.distributed
 
-bench: install
+# the Airflow-backed tests on Python 3.10 and 3.13 (noxfile.py); NOX_ARGS="-s airflow-3.12"
+nox: install
+	$(BIN)/nox $(NOX_ARGS)
+
+# build the sdist and the wheel, check them, install the wheel into a fresh virtualenv
+wheel-check: install
+	$(BIN)/python -m devstack.wheel_check
+
+bench: $(RUNTIME)
 	@for script in benchmarks/*.py; do echo "==> $$script"; $(BIN)/python $$script || exit 1; done
 
 constraints:

@@ -16,6 +16,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# The one place the version is written: pyproject.toml reads it from here when the
+# package is built (setuptools reads the literal without importing the package), and
+# get_provider_info and CHANGELOG.md (tests/test_packaging.py) follow it.
 __version__ = "0.1.0"
 
 # public name -> module that defines it

@@ -11,5 +11,8 @@ entry points as modules from the repository root, as the Makefile does:
 :mod:`devstack.stack` starts and stops the services; :mod:`devstack.example`
 holds what the example DAG must do on each kind of day. The end-to-end tests
 import both. :mod:`devstack.job_service` is a stand-in remote job service that
-counts submissions, for resumable operators.
+counts submissions, for resumable operators. :mod:`devstack.bigquery_standin` is a
+stand-in of the BigQuery jobs API for the real ``google-cloud-bigquery`` client (the
+``google`` extra), with the jobs in :mod:`devstack.bigquery_jobs` and the credentials
+in :mod:`devstack.google_credentials`.
 """

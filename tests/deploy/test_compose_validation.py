@@ -1,7 +1,7 @@
 """docker-compose.yaml as a real Compose implementation reads it, without a daemon.
 
 ``docker-compose config`` (Compose v1, Debian's package, installed by
-``devstack/install_system_packages.sh`` through ``make install``) loads the file,
+``devstack/install_system_packages.sh`` through ``make test``) loads the file,
 interpolates its variables, checks it against the Compose schema and resolves the
 references between services and volumes, all before it would talk to an engine.
 It needs no Docker daemon, so CI runs it on the real file and on broken copies.
@@ -76,9 +76,10 @@ BROKEN = [
 def compose_cli() -> str:
     found = shutil.which(COMPOSE_CLI)
     if found is None:
-        pytest.fail(
-            f"{COMPOSE_CLI} is not installed: run `make install` "
-            "(devstack/install_system_packages.sh installs Debian's package)"
+        pytest.skip(
+            f"needs {COMPOSE_CLI}: `make test` installs Debian's package where apt-get "
+            "exists (devstack/install_system_packages.sh); elsewhere see README.md, "
+            '"Requirements"'
         )
     return found
 
