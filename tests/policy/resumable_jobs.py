@@ -1,5 +1,8 @@
 """A resumable-job operator over an in-memory job service, and the worker's stand-ins.
 
+The stand-ins (the task state store, the runtime task instance) serve every
+in-process test of the policy and the retry-start check.
+
 The operator is a real Airflow ``ResumableJobMixin``; only the external job service
 is made up (it is the one part we must never touch). The service counts every
 call, so a test can show that the gate itself submits, cancels and polls nothing.

@@ -26,36 +26,9 @@ from airflow_retrywindow.policies.cluster_policy import task_policy
 from airflow_retrywindow.policies.retry_start import RetryStartCheck
 from airflow_retrywindow.records import evidence as evidence_module
 from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL, UNKNOWN
+from tests.policy.resumable_jobs import Store, TaskInstance
 
 START = pendulum.datetime(2026, 3, 1, tz="UTC")
-
-
-class Store:
-    """The task state store's get/set, in memory."""
-
-    def __init__(self, broken: bool = False) -> None:
-        self.values: dict[str, Any] = {}
-        self.broken = broken
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if self.broken:
-            raise ConnectionError("task state store unreachable")
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-
-class TaskInstance:
-    """What the policy and the check read of Airflow's runtime task instance."""
-
-    def __init__(self, try_number: int, max_tries: int) -> None:
-        self.try_number = try_number
-        self.max_tries = max_tries
-        self.xcom: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
 
 
 class Flaky(RetryWindowPolicy):

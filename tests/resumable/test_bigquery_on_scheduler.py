@@ -69,6 +69,8 @@ pytest.importorskip("airflow.providers.google.cloud.operators.bigquery")
 
 from devstack.bigquery_standin import BigQueryStandIn, JobScript, bigquery_standin
 from devstack.stack import AirflowStack, sqlite_stack
+from tests.resumable import kept_decisions as kept
+from tests.resumable.kept_decisions import EVIDENCE_KEY, decision_of
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -86,7 +88,6 @@ IMPORT_TIMEOUT = 120
 #: again under the same key, or it takes the resumed try for one killed externally
 DEFERRED_RUNS_ON = 8.0
 TASK_ID = "query"
-EVIDENCE_KEY = "retry_window.evidence"
 TRY_START_KEY = "retry_window.try_start"
 JOB_ID_KEY = "bigquery_job_id"
 RUN_TIMEOUT = 300
@@ -351,51 +352,19 @@ def task_instance(stack: AirflowStack, run: Run) -> tuple[str | None, int]:
     return stack.task_states(run.dag_id, run.run_id)[TASK_ID]
 
 
-def _decoded(value: Any) -> Any:
-    decoded = json.loads(value) if isinstance(value, (str, bytes)) else value
-    return (
-        json.loads(decoded)
-        if isinstance(decoded, str) and decoded.startswith(("{", "["))
-        else decoded
-    )
-
-
 def stored(stack: AirflowStack, run: Run, key: str) -> Any:
     """A value of the task's state store, or ``None``."""
-    rows = stack.rows(
-        "select value from task_state_store"
-        " where dag_id=:d and run_id=:r and task_id=:t and key=:k",
-        d=run.dag_id,
-        r=run.run_id,
-        t=TASK_ID,
-        k=key,
-    )
-    return _decoded(rows[0][0]) if rows else None
+    return kept.stored(stack, run, TASK_ID, key)
 
 
 def decisions(stack: AirflowStack, run: Run) -> list[dict[str, Any]]:
-    """Every decision kept for the task, oldest first (the task state store's history)."""
-    history = stored(stack, run, EVIDENCE_KEY)
-    assert history, f"no {EVIDENCE_KEY} for {run.dag_id}.{TASK_ID}\n{task_logs(stack, run)}"
-    return list(history["decisions"])
+    """Every decision kept for the task, oldest first."""
+    return kept.decisions(stack, run, TASK_ID, task_logs(stack, run))
 
 
 def latest_evidence(stack: AirflowStack, run: Run) -> dict[str, Any]:
     """The decision the task pushed to XCom under ``retry_window.evidence``."""
-    rows = stack.rows(
-        "select value from xcom where dag_id=:d and run_id=:r and task_id=:t and key=:k",
-        d=run.dag_id,
-        r=run.run_id,
-        t=TASK_ID,
-        k=EVIDENCE_KEY,
-    )
-    assert rows, f"no XCom {EVIDENCE_KEY} for {run.dag_id}.{TASK_ID}"
-    return dict(_decoded(rows[0][0]))
-
-
-def decision_of(entry: dict[str, Any]) -> str:
-    """The model's decision in a kept decision."""
-    return str(entry["result"]["tasks"][0]["decision"])
+    return kept.latest_evidence(stack, run, TASK_ID)
 
 
 def submitted(standin: BigQueryStandIn, run: Run) -> dict[str, Any]:

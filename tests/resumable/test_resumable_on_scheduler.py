@@ -29,6 +29,8 @@ import pytest
 
 from devstack.job_service import FAILED, JobService, Script, Step, job_service
 from devstack.stack import AirflowStack, sqlite_stack
+from tests.resumable import kept_decisions as kept
+from tests.resumable.kept_decisions import EVIDENCE_KEY, decision_of
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -39,7 +41,6 @@ HOUR = 3600
 #: the scheduler fails a running try that has not heartbeaten for this long (default 300 s)
 HEARTBEAT_TIMEOUT = 15
 TASK_ID = "job"
-EVIDENCE_KEY = "retry_window.evidence"
 JOB_ID_KEY = "stand_in_job_id"
 RUN_TIMEOUT = 240
 KILL_DURING_POLL = "kill-during-poll"
@@ -150,51 +151,19 @@ def task_instance(stack: AirflowStack, run: Run) -> tuple[str | None, int]:
     return stack.task_states(run.dag_id, run.run_id)[TASK_ID]
 
 
-def _decoded(value: Any) -> Any:
-    decoded = json.loads(value) if isinstance(value, (str, bytes)) else value
-    return (
-        json.loads(decoded)
-        if isinstance(decoded, str) and decoded.startswith(("{", "["))
-        else decoded
-    )
-
-
 def stored(stack: AirflowStack, run: Run, key: str) -> Any:
     """A value of the task's state store, or ``None``."""
-    rows = stack.rows(
-        "select value from task_state_store"
-        " where dag_id=:d and run_id=:r and task_id=:t and key=:k",
-        d=run.dag_id,
-        r=run.run_id,
-        t=TASK_ID,
-        k=key,
-    )
-    return _decoded(rows[0][0]) if rows else None
+    return kept.stored(stack, run, TASK_ID, key)
 
 
 def decisions(stack: AirflowStack, run: Run) -> list[dict[str, Any]]:
-    """Every decision kept for the task, oldest first (the task state store's history)."""
-    history = stored(stack, run, EVIDENCE_KEY)
-    assert history, f"no {EVIDENCE_KEY} for {run.dag_id}.{TASK_ID}\n{stack.log_tails()}"
-    return list(history["decisions"])
+    """Every decision kept for the task, oldest first."""
+    return kept.decisions(stack, run, TASK_ID, stack.log_tails())
 
 
 def latest_evidence(stack: AirflowStack, run: Run) -> dict[str, Any]:
     """The decision the task pushed to XCom under ``retry_window.evidence``."""
-    rows = stack.rows(
-        "select value from xcom where dag_id=:d and run_id=:r and task_id=:t and key=:k",
-        d=run.dag_id,
-        r=run.run_id,
-        t=TASK_ID,
-        k=EVIDENCE_KEY,
-    )
-    assert rows, f"no XCom {EVIDENCE_KEY} for {run.dag_id}.{TASK_ID}"
-    return dict(_decoded(rows[0][0]))
-
-
-def decision_of(entry: dict[str, Any]) -> str:
-    """The model's decision in a kept decision."""
-    return str(entry["result"]["tasks"][0]["decision"])
+    return kept.latest_evidence(stack, run, TASK_ID)
 
 
 def summary(stack: AirflowStack, service: JobService, run: Run) -> dict[str, Any]:
