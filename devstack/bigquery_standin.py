@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -49,6 +49,7 @@ import pendulum
 
 from devstack import google_credentials
 from devstack.bigquery_jobs import DONE, Job, JobBook, JobScript
+from devstack.loopback import LoopbackServer
 
 __all__ = ["BigQueryStandIn", "JobScript", "bigquery_standin"]
 
@@ -75,7 +76,7 @@ class BigQueryStandIn:
         self.requests: list[dict[str, Any]] = []
         self.tokens: set[str] = set()
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LoopbackServer | None = None
         self._key: dict[str, str] | None = None
 
     @property
@@ -83,8 +84,7 @@ class BigQueryStandIn:
         """The base URL, once serving."""
         if self._server is None:
             raise RuntimeError("the BigQuery stand-in is not serving")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._server.url
 
     @property
     def key(self) -> dict[str, str]:
@@ -136,15 +136,12 @@ class BigQueryStandIn:
         class Handler(_Handler):
             server_side = standin
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = LoopbackServer(Handler)
 
     def close(self) -> None:
         """Stop serving."""
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
 
 

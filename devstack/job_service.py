@@ -28,10 +28,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pendulum
+
+from devstack.loopback import LoopbackServer
 
 PENDING, RUNNING, DONE, FAILED = "PENDING", "RUNNING", "DONE", "FAILED"
 _JOB_PATH = re.compile(r"^/jobs/(?P<id>[^/]+)$")
@@ -112,7 +114,7 @@ class JobService:
         self._jobs: dict[str, Job] = {}
         self._runs: dict[str, list[str]] = {}
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LoopbackServer | None = None
 
     def submit(self, job_id: str, scenario: str, run: str | None = None) -> Job:
         """Start a job under ``job_id``.
@@ -151,8 +153,7 @@ class JobService:
         """The base URL, once serving."""
         if self._server is None:
             raise RuntimeError("the job service is not serving")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._server.url
 
     def serve(self) -> None:
         """Serve on a free port of 127.0.0.1, from a daemon thread."""
@@ -161,15 +162,12 @@ class JobService:
         class Handler(_Handler):
             jobs = service
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = LoopbackServer(Handler)
 
     def close(self) -> None:
         """Stop serving."""
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
 
 
