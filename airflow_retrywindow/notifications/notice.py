@@ -14,6 +14,9 @@ anything itself. It reads one of the two things the provider stores:
   (:func:`override_of`): a guarded task let through by an approval is told as
   such, never as allowed by the model.
 
+Both are read through :mod:`airflow_retrywindow.records`, as the view reads them;
+a value that is neither is "not a retry window record".
+
 For the evidence, the status update is rebuilt by replaying the stored fixture on
 the stored clock, with the same sentence builders the gate and ``explain`` use. A
 replay that disagrees with the stored result means the evidence cannot be trusted:
@@ -33,19 +36,27 @@ import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.model.decisions import Decision, lets_run_now
-from airflow_retrywindow.model.fixture import Fixture
-from airflow_retrywindow.model.verdict import Verdict
+from airflow_retrywindow.records.decision_record import (
+    GuardEntry,
+    guard_entries,
+    whole_number,
+)
 from airflow_retrywindow.records.estimate_source import EstimateSource
+from airflow_retrywindow.records.evidence_entry import (
+    GATE_ERROR,
+    has_fixture,
+    model_id_of,
+    reconciliation_of,
+)
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.records.reconciliation import RESCHEDULE, RUN, Reconciliation
-from airflow_retrywindow.records.schema import version_problem
+from airflow_retrywindow.records.schema import NOT_A_RECORD, version_problem
+from airflow_retrywindow.records.stored_fixture import replayed, stored_decision
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import moment
 from airflow_retrywindow.timing.status import status_update
 
-#: the decision named for a policy entry written without the model
-GATE_ERROR = "gate-error"
 #: how real times are written in a notification: dated, UTC
 _UTC = "YYYY-MM-DD HH:mm:ss[Z]"
 #: the longest account of an unreadable stored value kept
@@ -134,13 +145,15 @@ def from_evidence(entry: Mapping[str, Any], task_id: str) -> Notice:
     :raises ValueError: when the entry cannot be read, or its fixture does not
         replay to the recorded decision.
     """
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"the stored evidence entry is {NOT_A_RECORD}: {_described(entry)}")
     unreadable = version_problem(entry)
     if unreadable:
         raise ValueError(f"the evidence entry is not a shape this release reads: {unreadable}")
     action = _text(entry, "action")
     try_number = _try_number(entry)
     job, job_problem = _reconciliation(entry)
-    if "fixture" not in entry:  # written when the gate could not evaluate
+    if not has_fixture(entry):  # written when the gate could not evaluate
         return Notice(
             task_id=task_id,
             decision=GATE_ERROR,
@@ -149,10 +162,11 @@ def from_evidence(entry: Mapping[str, Any], task_id: str) -> Notice:
             refused=action == "fail",
             try_number=try_number,
         )
-    fixture = Fixture.from_dict(entry["fixture"])
+    verdict = replayed(entry["fixture"])  # cached per stored fixture
+    fixture = verdict.fixture
     clock = Clock.from_iso(_text(entry, "origin"))
-    model_id = _model_id(entry, fixture, task_id)
-    decision = Verdict.of(fixture).task(model_id)
+    model_id = model_id_of(entry, fixture, task_id)
+    decision = verdict.verdict.task(model_id)
     recorded = _recorded_decision(entry, model_id)
     if decision.decision.value != recorded:
         raise ValueError(
@@ -210,33 +224,17 @@ def _outcome(
 
 def _reconciliation(entry: Mapping[str, Any]) -> tuple[Reconciliation | None, str | None]:
     """The decision's reconciled job, or what could not be read of it: never a guess."""
-    if "reconciliation" not in entry:
-        return None, None
     try:
-        return Reconciliation.of(entry["reconciliation"]), None
+        return reconciliation_of(entry), None
     except RecordError as error:
         return None, safe_text(str(error), limit=_MAX_PROBLEM)
 
 
-def _model_id(entry: Mapping[str, Any], fixture: Fixture, task_id: str) -> str:
-    """The id the model knew the task by (``taskIds`` maps it back to the task id)."""
-    ids = entry.get("taskIds")
-    if isinstance(ids, Mapping):
-        for model_id, airflow_id in ids.items():
-            if airflow_id == task_id:
-                return str(model_id)
-    if len(fixture.tasks) != 1:
-        raise ValueError(f"the stored fixture does not say which of its tasks is {task_id!r}")
-    return fixture.tasks[0].id
-
-
 def _recorded_decision(entry: Mapping[str, Any], model_id: str) -> str:
-    result = entry.get("result")
-    tasks = result.get("tasks") if isinstance(result, Mapping) else None
-    for task in tasks if isinstance(tasks, list) else []:
-        if isinstance(task, Mapping) and task.get("id") == model_id:
-            return str(task.get("decision"))
-    raise ValueError(f"the stored result holds no decision for {model_id!r}")
+    try:
+        return str(stored_decision(entry.get("result"), model_id))
+    except RecordError:
+        raise ValueError(f"the stored result holds no decision for {model_id!r}") from None
 
 
 def _named(status: str, model_id: str, task_id: str) -> str:
@@ -256,14 +254,15 @@ def from_gate_record(record: Mapping[str, Any]) -> tuple[Notice, ...]:
     :param record: the record the gate pushed as its ``return_value`` XCom.
     :raises ValueError: when the record has no readable decisions.
     """
+    if not isinstance(record, Mapping):
+        raise ValueError(f"the stored value is {NOT_A_RECORD}: {_described(record)}")
     unreadable = version_problem(record)
     if unreadable:
         raise ValueError(f"the decision record is not a shape this release reads: {unreadable}")
     rows = record.get("decisions")
     if not isinstance(rows, list) or not rows:
         raise ValueError("the decision record holds no decisions")
-    guard = record.get("guard")
-    guarded = [item for item in guard or () if isinstance(item, Mapping)]
+    guarded = guard_entries(record)
     deadline = record.get("deadline")
     gate = str(record.get("gate", "the gate"))
     notices = []
@@ -282,7 +281,7 @@ def from_gate_record(record: Mapping[str, Any]) -> tuple[Notice, ...]:
                 refused=bool(held) or (not run and not overridden and not lets_run_now(decision)),
                 status=str(row["status"]) if isinstance(row.get("status"), str) else None,
                 lateness=_row_lateness(row, deadline),
-                try_number=row.get("tryNumber") if isinstance(row.get("tryNumber"), int) else None,
+                try_number=whole_number(row, "tryNumber"),
                 estimate=_overridden_estimate(row, task_id, gate),
             )
         )
@@ -316,7 +315,7 @@ def _labelled(task_id: str, map_index: object) -> str:
 
 
 def _guarded_by(
-    guard: Sequence[Mapping[str, Any]], task_id: str
+    guard: Sequence[GuardEntry], task_id: str
 ) -> tuple[list[str], list[str], list[str]]:
     """The guarded tasks depending on ``task_id``: held back, may run, run on an override.
 
@@ -326,18 +325,15 @@ def _guarded_by(
     held: list[str] = []
     run: list[str] = []
     overridden: list[str] = []
-    for item in guard:
-        targets = item.get("targets")
-        if not isinstance(targets, list) or task_id not in targets:
+    for entry in guard:
+        if not entry.guards(task_id):
             continue
-        name = str(item.get("taskId"))
-        if item.get("action") != "run":
-            held.append(name)
-        elif item.get("override") or item.get("overridden"):
-            wording = item.get("override") or "refused by the model, overridden by an approval"
-            overridden.append(f"{name} ({wording})")
+        if not entry.runs:
+            held.append(entry.task_id)
+        elif entry.on_override:
+            overridden.append(f"{entry.task_id} ({entry.override_words})")
         else:
-            run.append(name)
+            run.append(entry.task_id)
     return held, run, overridden
 
 
@@ -376,6 +372,10 @@ def _text(entry: Mapping[str, Any], key: str) -> str:
     return value
 
 
+def _described(value: object) -> str:
+    text = repr(value)
+    return safe_text(text if len(text) <= 80 else text[:77] + "...", limit=_MAX_PROBLEM)
+
+
 def _try_number(entry: Mapping[str, Any]) -> int | None:
-    value = entry.get("tryNumber")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return whole_number(entry, "tryNumber")

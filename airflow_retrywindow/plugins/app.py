@@ -5,8 +5,11 @@ Every route is behind Airflow's own authentication and DAG-level authorization
 send a bearer token, and a user who may not read the DAG's runs, task instances
 and XComs gets a 403 before anything of the DAG is looked up.
 
-* ``GET /dags/{dag_id}/runs/{run_id}``: every decision of the run;
-* ``GET /dags/{dag_id}/runs/{run_id}/tasks/{task_id}?map_index=``: one task instance;
+* ``GET /dags/{dag_id}/runs/{run_id}?page=&limit=``: every decision of the run; a
+  task with many task instances and a record with many targets are summarised
+  and paged (:mod:`~airflow_retrywindow.plugins.run_summary`);
+* ``GET /dags/{dag_id}/runs/{run_id}/tasks/{task_id}?map_index=&page=&limit=``: one
+  task instance (a record with many targets is paged);
 * ``GET /dags/{dag_id}/runs/{run_id}/tasks/{task_id}/fixtures/{name}.json?map_index=``:
   a stored fixture, exactly as the model evaluated it.
 """
@@ -24,9 +27,22 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, 
 
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.links.addresses import MAP_INDEX_PLACEHOLDER, ViewLinks
-from airflow_retrywindow.plugins.decision_rows import gate_record, policy_rows, stored_fixture
+from airflow_retrywindow.plugins.decision_rows import (
+    GateRecord,
+    gate_record,
+    policy_rows,
+    stored_fixture,
+)
 from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
-from airflow_retrywindow.plugins.store import RunStore
+from airflow_retrywindow.plugins.run_summary import (
+    MAX_PAGE_ROWS,
+    PAGE_ROWS,
+    Paging,
+    policy_sections,
+    record_window,
+)
+from airflow_retrywindow.plugins.store import RunStore, Stored
+from airflow_retrywindow.records.decision_record import look_alike_note
 
 #: the page loads nothing and runs no script: the style sheet and the picture are inline
 SECURITY_HEADERS = {
@@ -46,6 +62,10 @@ _READ = [
     Depends(requires_access_dag("GET", DagAccessEntity.XCOM)),
 ]
 _MAP_INDEX = Annotated[str, Query(description="the task instance's map index; -1 when not mapped")]
+_PAGE = Annotated[str, Query(description="which page of a summarised list, from 1")]
+_LIMIT = Annotated[
+    str, Query(description=f"rows of a summarised list per page, 1 to {MAX_PAGE_ROWS}")
+]
 
 _WHOLE = re.compile(r"-?[0-9]{1,9}")
 
@@ -53,22 +73,32 @@ router = APIRouter(dependencies=_READ)
 
 
 @router.get("/dags/{dag_id}/runs/{run_id}")
-def run_view(*, dag_id: str, run_id: str, request: Request, session: SessionDep) -> Response:
-    """Every decision of one DAG run."""
+def run_view(
+    *,
+    dag_id: str,
+    run_id: str,
+    request: Request,
+    session: SessionDep,
+    page: _PAGE = "1",
+    limit: _LIMIT = str(PAGE_ROWS),
+) -> Response:
+    """Every decision of one DAG run; many task instances of one task are summarised."""
+    paging = _paging(page, limit)
     store = _run(session, dag_id, run_id)
-    policy = [
-        (
-            stored.task_id,
-            stored.map_index,
-            policy_rows(stored.task_id, stored.map_index, stored.value),
-        )
-        for stored in store.policy_evidence()
-    ]
-    records = [
-        gate_record(stored.task_id, stored.map_index, stored.value)
-        for stored in store.decision_records()
-    ]
-    return _page(run_page(_links(request, dag_id, run_id), policy=policy, records=records))
+    policy, summaries = policy_sections(
+        [(stored.task_id, stored.map_index, stored.value) for stored in store.policy_evidence()],
+        paging,
+    )
+    published, look_alikes = store.return_values()
+    page_html = run_page(
+        _links(request, dag_id, run_id),
+        policy=policy,
+        records=[_record(stored, paging) for stored in published],
+        summaries=summaries,
+        paging=paging,
+        notes=[look_alike_note(stored.task_id, stored.map_index) for stored in look_alikes],
+    )
+    return _page(page_html)
 
 
 @router.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
@@ -80,27 +110,29 @@ def task_view(
     request: Request,
     session: SessionDep,
     map_index: _MAP_INDEX = "-1",
+    page: _PAGE = "1",
+    limit: _LIMIT = str(PAGE_ROWS),
 ) -> Response:
     """The decisions about one task instance, and its own decision record."""
     index = _map_index(map_index)
+    paging = _paging(page, limit)
     store = _task_instance(session, dag_id, run_id, task_id, index)
     policy = [
         row
         for stored in store.policy_evidence(task_id, index)
         for row in policy_rows(task_id, index, stored.value)
     ]
-    records = [
-        gate_record(task_id, index, stored.value)
-        for stored in store.decision_records(task_id, index)
-    ]
-    page = task_page(
+    published, look_alikes = store.return_values(task_id, index)
+    page_html = task_page(
         _links(request, dag_id, run_id),
         task_id=task_id,
         map_index=index,
         policy=policy,
-        records=records,
+        records=[_record(stored, paging) for stored in published],
+        paging=paging,
+        notes=[look_alike_note(stored.task_id, stored.map_index) for stored in look_alikes],
     )
-    return _page(page)
+    return _page(page_html)
 
 
 @router.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/fixtures/{name}.json")
@@ -150,6 +182,23 @@ def view_app() -> FastAPI:
     )
     app.include_router(router)
     return app
+
+
+def _record(stored: Stored, paging: Paging) -> GateRecord:
+    """A decision record; one with many targets is read one page of targets at a time."""
+    window = record_window(stored.value, paging)
+    return gate_record(stored.task_id, stored.map_index, stored.value, window=window)
+
+
+def _paging(page: str, limit: str) -> Paging:
+    """The ``page`` and ``limit`` query parameters, checked."""
+    for name, text in (("page", page), ("limit", limit)):
+        if _WHOLE.fullmatch(text) is None or int(text) < 1:
+            raise HTTPException(
+                status.HTTP_400_BAD_REQUEST,
+                f"{name} must be a whole number from 1 up, got {text[:40]!r}",
+            )
+    return Paging(page=int(page), limit=min(int(limit), MAX_PAGE_ROWS))
 
 
 def _map_index(text: str) -> int:

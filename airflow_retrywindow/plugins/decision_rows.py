@@ -12,12 +12,16 @@ Two kinds of stored value become rows here:
   override (:mod:`~airflow_retrywindow.records.override`): the model's
   decision stays as it was taken, and the override is shown beside it.
 
-Every decision that came from the model is replayed from its stored fixture: the
-timeline is drawn from the replay, and a stored result that the fixture does not
-reproduce is flagged. Stored values are read defensively: anything that cannot
-be read becomes a row that says which field and which value, never an error
-page and never a guess. Every text shown passes through
-:func:`~airflow_retrywindow.redaction.safe_text`.
+The stored values are read through :mod:`airflow_retrywindow.records`
+(:mod:`~airflow_retrywindow.records.evidence_entry`,
+:mod:`~airflow_retrywindow.records.decision_record`), which the notifier reads
+them through too. Every decision a page shows that came from the model is
+replayed from its stored fixture (:mod:`~airflow_retrywindow.records.stored_fixture`,
+which keeps the replays): the timeline is drawn from the replay, and a stored
+result that the fixture does not reproduce is flagged. Stored values are read
+defensively: anything that cannot be read becomes a row that says which field
+and which value, never an error page and never a guess. Every text shown passes
+through :func:`~airflow_retrywindow.redaction.safe_text`.
 
 Nothing here imports Airflow.
 """
@@ -25,7 +29,8 @@ Nothing here imports Airflow.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,12 +39,24 @@ import pendulum
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.gate.read import label
 from airflow_retrywindow.model.fixture import Fixture
-from airflow_retrywindow.model.verdict import TaskDecision, Verdict
+from airflow_retrywindow.model.verdict import TaskDecision
 from airflow_retrywindow.plugins.timeline import Timeline, timeline
+from airflow_retrywindow.records.decision_record import (
+    GuardEntry,
+    guard_entries,
+    instant,
+    record_kind,
+    whole_number,
+)
+from airflow_retrywindow.records.decision_record import (
+    is_decision_record as is_decision_record,  # noqa: PLC0414  (read from here before)
+)
 from airflow_retrywindow.records.estimate_source import EstimateSource
+from airflow_retrywindow.records.evidence_entry import evidence_entries, reconciliation_of
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.records.reconciliation import RESCHEDULE, Reconciliation, action_words
 from airflow_retrywindow.records.schema import version_problem
+from airflow_retrywindow.records.stored_fixture import StoredFixture, stored_decision
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import moment
@@ -50,7 +67,6 @@ MAX_SHOWN = 20_000
 #: fixture names in download addresses: the policy's n-th stored decision, a record's n-th fixture
 FIXTURE_NAME = re.compile(r"(?P<kind>policy|record)-(?P<index>[0-9]{1,4})")
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_RECORD_KEYS = frozenset({"gate", "decisions", "fixtures", "asOf", "deadline"})
 #: what reading a stored decision raises when it is not what the provider stores
 #: (RecordError, InvalidFixture, ClockError and a bad ISO time are ValueErrors)
 UNREADABLE = (ValueError, KeyError, TypeError)
@@ -166,6 +182,10 @@ class GateRecord:
     :param rows: one per target.
     :param problem: what could not be read, naming the field and the value.
     :param override: the gate's ``override`` entry, when it has an approval task.
+    :param total_rows: how many targets the record holds, when only some have
+        rows (:func:`gate_record`'s ``window``); ``None`` when every target has one.
+    :param first_row: the position of the first row among the record's targets.
+    :param counts: per stored decision, how many of the record's targets have it.
     """
 
     task_id: str
@@ -182,6 +202,9 @@ class GateRecord:
     rows: tuple[DecisionRow, ...] = field(default=())
     problem: str | None = None
     override: OverrideEntry | None = None
+    total_rows: int | None = None
+    first_row: int = 0
+    counts: tuple[tuple[str, int], ...] = ()
 
 
 def shown(value: object) -> str:
@@ -204,16 +227,8 @@ def fixture_filename(owner: str, map_index: int, suffix: str) -> str:
 
 
 def policy_entries(stored: object) -> list[object]:
-    """The decisions in a stored evidence value, oldest first.
-
-    :param stored: the task state store value ``{"latest": ..., "decisions": [...]}``,
-        or one decision as kept in XCom.
-    """
-    if isinstance(stored, Mapping) and isinstance(stored.get("decisions"), list):
-        return list(stored["decisions"])
-    if isinstance(stored, Mapping) and "tryNumber" in stored:
-        return [stored]
-    return []
+    """The decisions in a stored evidence value, oldest first (see :func:`.evidence_entries`)."""
+    return evidence_entries(stored)
 
 
 def policy_rows(task_id: str, map_index: int, stored: object) -> list[DecisionRow]:
@@ -230,13 +245,17 @@ def policy_rows(task_id: str, map_index: int, stored: object) -> list[DecisionRo
     return [policy_row(task_id, map_index, entry, index) for index, entry in enumerate(entries)]
 
 
-def policy_row(task_id: str, map_index: int, entry: object, index: int) -> DecisionRow:
+def policy_row(
+    task_id: str, map_index: int, entry: object, index: int, *, detailed: bool = True
+) -> DecisionRow:
     """One decision of the policy.
 
     :param task_id: the task instance's task id.
     :param map_index: its map index.
     :param entry: the stored decision.
     :param index: its position in the stored history (its fixture's download name).
+    :param detailed: whether to draw its timeline and write its status update (a
+        summary table shows neither; the stored result is still checked by a replay).
     """
     by = "RetryWindowPolicy"
     if not isinstance(entry, Mapping):
@@ -280,13 +299,39 @@ def policy_row(task_id: str, map_index: int, entry: object, index: int) -> Decis
             deadline=decided.clock.at(decided.fixture.deadline),
             attempts=decided.task_attempts,
             max_attempts=decided.fixture.policy.max_attempts,
-            status=decided.status(task_id),
-            timeline=decided.timeline(),
+            status=decided.status(task_id) if detailed else None,
+            timeline=decided.timeline() if detailed else None,
             replay=decided.replay(task_id, map_index, f"policy-{index}", suffix),
             problem=_joined(job_problem, decided.mismatch()),
         )
     except UNREADABLE as error:
         return replace(base, decision="unreadable", problem=_joined(job_problem, shown(error)))
+
+
+def stored_policy_decision(entry: object) -> str:
+    """A policy decision as its entry stores it, read without replaying anything.
+
+    ``unreadable`` for an entry this release cannot read, ``gate-error`` for one
+    taken without the model; the rows a page shows are replayed and flag a
+    stored result the fixture no longer gives. The text is as stored: pass it
+    through :func:`decision_counts` or :func:`shown` before showing it.
+    """
+    if not isinstance(entry, Mapping) or version_problem(entry):
+        return "unreadable"
+    if "fixture" not in entry:
+        return (
+            "gate-error" if str(entry.get("reason", "")).startswith("gate-error") else "unreadable"
+        )
+    payload = entry.get("fixture")
+    tasks = payload.get("tasks") if isinstance(payload, Mapping) else None
+    first = tasks[0] if isinstance(tasks, list) and tasks else None
+    model_id = first.get("id") if isinstance(first, Mapping) else None
+    if not isinstance(model_id, str):
+        return "unreadable"
+    try:
+        return str(stored_decision(entry.get("result"), model_id))
+    except RecordError:
+        return "unreadable"
 
 
 def _told(
@@ -300,10 +345,8 @@ def _told(
 
 def _reconciliation(entry: Mapping[str, Any]) -> tuple[Reconciliation | None, str | None]:
     """The decision's reconciled job, or what could not be read of it: never a guess."""
-    if "reconciliation" not in entry:
-        return None, None
     try:
-        return Reconciliation.of(entry["reconciliation"], mask=shown), None
+        return reconciliation_of(entry, mask=shown), None
     except RecordError as error:
         return None, shown(error)
 
@@ -311,21 +354,18 @@ def _reconciliation(entry: Mapping[str, Any]) -> tuple[Reconciliation | None, st
 # -- a gate's or a sensor's decision record -----------------------------------------------
 
 
-def is_decision_record(task_id: str, value: object) -> bool:
-    """Whether ``value`` is the decision record the task ``task_id`` published."""
-    return (
-        isinstance(value, Mapping) and value.keys() >= _RECORD_KEYS and value.get("gate") == task_id
-    )
-
-
-def gate_record(task_id: str, map_index: int, record: Mapping[str, Any]) -> GateRecord:
+def gate_record(
+    task_id: str, map_index: int, record: Mapping[str, Any], *, window: range | None = None
+) -> GateRecord:
     """The record of one gate or sensor evaluation, with a row per target.
 
     :param task_id: the gate's or sensor's task id.
     :param map_index: its map index.
     :param record: its ``return_value`` XCom (see :func:`is_decision_record`).
+    :param window: the positions of the targets to read into rows (and replay);
+        ``None`` for every target. The others are only counted, by stored decision.
     """
-    kind = "sensor" if "target" in record else "gate"
+    kind = record_kind(record)
     unreadable = version_problem(record)
     if unreadable:
         return GateRecord(
@@ -342,6 +382,8 @@ def gate_record(task_id: str, map_index: int, record: Mapping[str, Any]) -> Gate
         problems.append(f"decisions must be a list, got {_described(decisions)}")
         decisions = []
     override = _override(record, problems)
+    guard = guard_entries(record)
+    chosen = decisions if window is None else decisions[window.start : window.stop]
     rows = tuple(
         _with_override(
             _target_row(
@@ -353,11 +395,11 @@ def gate_record(task_id: str, map_index: int, record: Mapping[str, Any]) -> Gate
                 deadline=deadline,
                 deadline_rule=_optional_text(record.get("deadlineRule")),
                 work_unit=work_unit,
-                told=_guard_action(record, row),
+                told=_guard_action(guard, row),
             ),
             override,
         )
-        for row in decisions
+        for row in chosen
     )
     budget = record.get("budget")
     return GateRecord(
@@ -371,11 +413,32 @@ def gate_record(task_id: str, map_index: int, record: Mapping[str, Any]) -> Gate
         work_unit=work_unit,
         status_update=_optional_text(record.get("statusUpdate")),
         budget=_optional_text(budget.get("reason")) if isinstance(budget, Mapping) else None,
-        guard=tuple(_guard_lines(record.get("guard"))),
+        guard=tuple(_guard_lines(record)),
         rows=rows,
         problem="; ".join(problems) or None,
         override=override,
+        total_rows=None if window is None else len(decisions),
+        first_row=0 if window is None else min(window.start, len(decisions)),
+        counts=decision_counts(_stored_target_decision(row) for row in decisions),
     )
+
+
+def decision_counts(decisions: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    """How many of each decision, the most frequent first (then by name).
+
+    :param decisions: decisions as stored; each distinct one is made safe to show once.
+    """
+    counted: Counter[str] = Counter()
+    for decision, count in Counter(decisions).items():
+        counted[shown(decision)] += count
+    return tuple(sorted(counted.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _stored_target_decision(row: object) -> str:
+    """A target's decision as its record stores it, read without replaying anything."""
+    if not isinstance(row, Mapping):
+        return "unreadable"
+    return str(row.get("decision", "unreadable"))
 
 
 def override_sentence(entry: OverrideEntry) -> str:
@@ -534,39 +597,21 @@ class _Decided:
 
     @classmethod
     def of(cls, stored: object, *, model_id: object) -> _Decided:
-        """Read ``{origin, fixture, result}``; replay the fixture.
+        """Read ``{origin, fixture, result}``; replay the fixture (cached per fixture).
 
         :param stored: a policy decision or one of a record's fixtures.
         :param model_id: the target's id in the fixture; ``None`` for its only task.
         """
-        if not isinstance(stored, Mapping):
-            raise RecordError("fixture", stored, "must be an object with origin, fixture, result")
-        payload, result = stored.get("fixture"), stored.get("result")
-        if not isinstance(payload, Mapping):
-            raise RecordError("fixture", payload, "must be the model's fixture object")
-        if not isinstance(result, Mapping):
-            raise RecordError("result", result, "must be the model's result object")
-        origin = stored.get("origin")
-        try:
-            clock = Clock.from_iso(origin) if isinstance(origin, str) else None
-        except ValueError:
-            clock = None
-        if clock is None:
-            raise RecordError("origin", origin, "must be an ISO 8601 time with an offset")
-        fixture = Fixture.from_dict(payload)
-        verdict = Verdict.of(fixture)
-        wanted = fixture.tasks[0].id if model_id is None else model_id
-        if not isinstance(wanted, str):
-            raise RecordError("modelId", wanted, "must name a task of the fixture")
-        replayed = verdict.task(wanted)
+        found = StoredFixture.of(stored)
+        replayed = found.task(model_id)
         return cls(
-            fixture=fixture,
-            payload=payload,
-            result=result,
-            clock=clock,
+            fixture=found.fixture,
+            payload=found.payload,
+            result=found.result,
+            clock=found.clock,
             replayed=replayed,
-            stored_decision=_stored_decision(result, wanted),
-            replays=verdict.to_dict() == dict(result),
+            stored_decision=shown(found.stored_decision(replayed.id)),
+            replays=found.replays,
         )
 
     @property
@@ -613,14 +658,6 @@ class _Decided:
         )
 
 
-def _stored_decision(result: Mapping[str, Any], model_id: str) -> str:
-    tasks = result.get("tasks")
-    for item in tasks if isinstance(tasks, list) else []:
-        if isinstance(item, Mapping) and item.get("id") == model_id:
-            return shown(item.get("decision", "unreadable"))
-    raise RecordError("result.tasks", tasks, f"holds no decision for {model_id!r}")
-
-
 def _failure(row: Mapping[str, Any]) -> str | None:
     state, found = row.get("state"), row.get("classification")
     if state is None and found is None:
@@ -628,53 +665,24 @@ def _failure(row: Mapping[str, Any]) -> str | None:
     return shown(f"{state}: {found}" if found else state)
 
 
-def _guard_action(record: Mapping[str, Any], row: object) -> str | None:
+def _guard_action(guard: Sequence[GuardEntry], row: object) -> str | None:
     """What the gate did about the guarded tasks that wait on this target."""
     if not isinstance(row, Mapping):
         return None
-    guard = record.get("guard")
-    actions = [
-        f"{item.get('taskId')} {_guard_verb(item)}"
-        for item in (guard if isinstance(guard, list) else [])
-        if isinstance(item, Mapping) and _names_target(item.get("targets"), row.get("taskId"))
-    ]
+    target = row.get("taskId")
+    actions = [f"{entry.task_id} {entry.verb()}" for entry in guard if entry.guards(target)]
     return shown(", ".join(actions)) if actions else None
 
 
-def _names_target(targets: object, task_id: object) -> bool:
-    """Whether a guard entry's ``targets`` list names ``task_id`` exactly."""
-    if not isinstance(targets, list) or not isinstance(task_id, str):
-        return False  # a number or a text is not a list of targets: "load" in "preload"
-    return any(isinstance(target, str) and target == task_id for target in targets)
+def _guard_lines(record: Mapping[str, Any]) -> list[str]:
+    return [shown(_guard_line(entry)) for entry in guard_entries(record)]
 
 
-def _guard_lines(guard: object) -> list[str]:
-    lines = []
-    for item in guard if isinstance(guard, list) else []:
-        if not isinstance(item, Mapping):
-            continue
-        blockers = item.get("blockers") or []
-        because = f": {'; '.join(map(str, blockers))}" if blockers else ""
-        overridden = item.get("overridden") or []
-        if _overridden(item) and overridden:
-            because = f"; the model refused: {'; '.join(map(str, overridden))}"
-        lines.append(shown(f"{item.get('taskId')} {_guard_verb(item)}{because}"))
-    return lines
-
-
-def _overridden(item: Mapping[str, Any]) -> bool:
-    """Whether a guarded task runs only because an approval overrode the model."""
-    return item.get("action") == "run" and bool(item.get("override") or item.get("overridden"))
-
-
-def _guard_verb(item: Mapping[str, Any]) -> str:
-    """``may run``, ``held back``, or for an overridden refusal: runs because of the override."""
-    if item.get("action") != "run":
-        return "held back"
-    if not _overridden(item):
-        return "may run"
-    wording = item.get("override") or "refused by the model, overridden by an approval"
-    return f"may run only because of the approved override ({wording})"
+def _guard_line(entry: GuardEntry) -> str:
+    because = f": {'; '.join(entry.blockers)}" if entry.blockers else ""
+    if entry.on_override and entry.overridden:
+        because = f"; the model refused: {'; '.join(entry.overridden)}"
+    return f"{entry.task_id} {entry.verb()}{because}"
 
 
 def _work_unit(value: object) -> str | None:
@@ -686,21 +694,15 @@ def _work_unit(value: object) -> str | None:
 
 
 def _instant(record: Mapping[str, Any], key: str, problems: list[str]) -> pendulum.DateTime | None:
-    value = record.get(key)
     try:
-        # tz=None keeps a time without an offset naive, so it is refused below
-        parsed = pendulum.parse(value, tz=None, strict=True) if isinstance(value, str) else None
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, pendulum.DateTime) or parsed.tzinfo is None:
-        problems.append(str(RecordError(key, value, "must be an ISO 8601 time with an offset")))
+        return instant(record, key)
+    except RecordError as error:
+        problems.append(str(error))
         return None
-    return parsed.in_timezone("UTC")
 
 
 def _optional_int(entry: Mapping[str, Any], key: str) -> int | None:
-    value = entry.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return whole_number(entry, key)
 
 
 def _optional_text(value: object) -> str | None:

@@ -25,6 +25,7 @@ from airflow_retrywindow.plugins.decision_rows import (
     formatted,
     override_sentence,
 )
+from airflow_retrywindow.plugins.run_summary import MAX_PAGE_ROWS, Paging, TaskSummary
 from airflow_retrywindow.plugins.timeline import LABEL_PAD, WIDTH, Instant, Stretch, Timeline
 from airflow_retrywindow.records.override import OverrideEntry
 
@@ -56,6 +57,8 @@ def task_page(
     map_index: int,
     policy: Sequence[DecisionRow],
     records: Sequence[GateRecord],
+    paging: Paging | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
     """The view of one task instance: the policy's decisions and the task's own record.
 
@@ -63,7 +66,10 @@ def task_page(
     :param task_id: the task instance's task id.
     :param map_index: its map index.
     :param policy: the policy's decisions about it, oldest first.
-    :param records: its decision record, when it is a gate or a sensor.
+    :param records: its decision record, when it is a gate or a sensor (read with
+        ``paging``'s window when it has many targets).
+    :param paging: which targets of a long record the page shows.
+    :param notes: what the page leaves out and why (a look-alike of a record).
     """
     mapped = f" · map index {map_index}" if map_index >= 0 else ""
     body = [
@@ -81,8 +87,10 @@ def task_page(
         )
     if policy:
         body += _policy_section(links, policy, with_task=False)
+    here = links.task(task_id, map_index) + "&"
     for record in records:
-        body += _record_section(links, record)
+        body += _record_section(links, record, paging=(here, paging or Paging()))
+    body += _notes(notes)
     return _document(f"Retry window · {task_id}", body)
 
 
@@ -91,12 +99,20 @@ def run_page(
     *,
     policy: Sequence[tuple[str, int, Sequence[DecisionRow]]],
     records: Sequence[GateRecord],
+    summaries: Sequence[TaskSummary] = (),
+    paging: Paging | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
-    """The view of one DAG run: every decision of every task.
+    """The view of one DAG run: every decision of every task, or a summary where there are many.
 
     :param links: the view's addresses for the run.
-    :param policy: per task instance (task id, map index), the policy's decisions.
-    :param records: every gate's and sensor's decision record in the run.
+    :param policy: per task instance (task id, map index), the policy's decisions,
+        for the tasks shown in full.
+    :param records: every gate's and sensor's decision record in the run (read
+        with ``paging``'s window when one has many targets).
+    :param summaries: per task with many task instances, its summary.
+    :param paging: which rows of the summarised lists the page shows.
+    :param notes: what the page leaves out and why (look-alikes of a record).
     """
     body = [
         "<header>",
@@ -105,13 +121,25 @@ def run_page(
         "</header>",
     ]
     rows = [row for _, _, decided in policy for row in decided]
-    if not rows and not records:
+    if not rows and not records and not summaries:
         body.append('<p class="empty">No retry window decision is recorded for this run.</p>')
     if rows:
         body += _policy_section(links, rows, with_task=True)
+    here = links.run + "?"
+    for summary in summaries:
+        body += _summary_section(links, summary, paging=(here, paging or Paging()))
     for record in records:
-        body += _record_section(links, record)
+        body += _record_section(links, record, paging=(here, paging or Paging()), articles=False)
+    body += _notes(notes)
     return _document(f"Retry window · {links.run_id}", body)
+
+
+def _notes(notes: Sequence[str]) -> list[str]:
+    """What the page leaves out, one paragraph each."""
+    if not notes:
+        return []
+    paragraphs = [f'<p class="problem">{_e(note)}</p>' for note in notes]
+    return ['<section class="notes">', *paragraphs, "</section>"]
 
 
 def fixture_json(fixture: object) -> str:
@@ -168,7 +196,93 @@ def _policy_section(links: ViewLinks, rows: Sequence[DecisionRow], *, with_task:
     return out
 
 
-def _record_section(links: ViewLinks, record: GateRecord) -> list[str]:
+def _summary_section(
+    links: ViewLinks, summary: TaskSummary, *, paging: tuple[str, Paging]
+) -> list[str]:
+    """One task's many task instances: counts, then one page of latest decisions."""
+    instances = f"{summary.instances:,} task instances"
+    head = ["Task", "When", "Try", "Latest decision", "Reason", "Attempts", "Failure"]
+    head += ["Airflow was told", "Decisions"]
+    table = [
+        [
+            _task_link(links, row),
+            _e(formatted(row.decided_at)),
+            _e(_or_dash(row.try_number)),
+            _badge(row.decision),
+            _e(row.reason) + (f'<p class="problem">{_e(row.problem)}</p>' if row.problem else ""),
+            _e(_attempts(row)),
+            _e(row.failure or "-"),
+            _e(row.told or "-"),
+            _e(stored),
+        ]
+        for row, stored in zip(summary.rows, summary.stored, strict=True)
+    ]
+    return [
+        f'<section class="policy summarised" data-task="{_e(summary.task_id)}">',
+        f"<h2>RetryWindowPolicy · {_e(summary.task_id)} · {instances} · "
+        f"{summary.decisions:,} decisions</h2>",
+        _counts("Latest decision of each task instance, as stored", summary.counts),
+        _paged(
+            paging,
+            total=summary.instances,
+            first=summary.first,
+            shown=len(summary.rows),
+            what="task instances",
+            order="in map index order, each with its latest decision; each links to its own "
+            "view with every decision, its timeline and its fixture",  # no markup to escape
+        ),
+        _table(head, table),
+        "</section>",
+    ]
+
+
+def _counts(title: str, counts: Sequence[tuple[str, int]]) -> str:
+    items = "".join(f"<li>{_badge(decision)} {count:,}</li>" for decision, count in counts)
+    return f'<div class="counts"><p>{_e(title)}:</p><ul class="counts">{items}</ul></div>'
+
+
+def _paged(
+    paging: tuple[str, Paging], *, total: int, first: int, shown: int, what: str, order: str
+) -> str:
+    """Which rows the page shows, what is hidden, and the links to the others.
+
+    :param order: how the rows are ordered and where more is, as HTML already escaped.
+    """
+    address, at = paging
+    if shown:
+        span = f"Showing {what} {first + 1:,} to {first + shown:,} of {total:,}, {order}."
+    else:
+        span = f"No {what} on page {at.page}: there are {total:,}."
+    pages = at.pages(total)
+    links = []
+    if at.page > 1:
+        previous = min(at.page - 1, pages)
+        links.append(_page_link(address, previous, at.limit, f"previous {at.limit:,}"))
+    if first + shown < total:
+        links.append(_page_link(address, at.page + 1, at.limit, f"next {at.limit:,}"))
+    hidden = total - shown
+    note = f" {hidden:,} more are not shown on this page." if hidden > 0 else ""
+    where = (
+        f" Page {min(at.page, pages)} of {pages} (the address's page= and limit= choose "
+        f"another, up to {MAX_PAGE_ROWS} rows a page)."
+    )
+    return (
+        f'<p class="paged" data-total="{total}" data-shown="{shown}">{span}{_e(note)}'
+        f"{_e(where) if pages > 1 else ''} {' · '.join(links)}</p>"
+    )
+
+
+def _page_link(address: str, page: int, limit: int, text: str) -> str:
+    return f'<a href="{_e(f"{address}page={page}&limit={limit}")}">{_e(text)}</a>'
+
+
+def _record_section(
+    links: ViewLinks,
+    record: GateRecord,
+    *,
+    paging: tuple[str, Paging] | None = None,
+    articles: bool = True,
+) -> list[str]:
     what = "Sensor" if record.kind == "sensor" else "Gate"
     out = [
         f'<section class="record" data-gate="{_e(record.task_id)}">',
@@ -195,6 +309,26 @@ def _record_section(links: ViewLinks, record: GateRecord) -> list[str]:
         out.append(
             f'<p class="problem">Could not read part of this record: {_e(record.problem)}</p>'
         )
+    summarised = record.total_rows is not None and paging is not None
+    if summarised and paging is not None and record.total_rows is not None:
+        out.append(_counts("Decisions of the targets, as stored", record.counts))
+        gate_view = links.task(record.task_id, record.map_index)
+        order = (
+            "in the record&#x27;s order"
+            if articles
+            else f'in the record&#x27;s order; <a href="{_e(gate_view)}">'
+            f"{_e(record.task_id)}&#x27;s own view</a> shows each with its timeline and fixture"
+        )
+        out.append(
+            _paged(
+                paging,
+                total=record.total_rows,
+                first=record.first_row,
+                shown=len(record.rows),
+                what="targets",
+                order=order,
+            )
+        )
     head = ["Target", "Target's try", "Decision", "Reason", "Attempts", "Pool capacity"]
     table = [
         [
@@ -208,10 +342,11 @@ def _record_section(links: ViewLinks, record: GateRecord) -> list[str]:
         for row in record.rows
     ]
     out.append(_table(head, table))
-    out += [
-        _article(links, row, title=f"{_named(row)} · decided by {record.task_id}")
-        for row in record.rows
-    ]
+    if articles or not summarised:
+        out += [
+            _article(links, row, title=f"{_named(row)} · decided by {record.task_id}")
+            for row in record.rows
+        ]
     out.append("</section>")
     return out
 

@@ -11,7 +11,11 @@ and never writes:
   store backend keeps values elsewhere), the latest decision in the XCom of the
   same key;
 * the gates' and sensors' decision records: ``return_value`` XComs that have a
-  record's shape (:func:`~airflow_retrywindow.plugins.decision_rows.is_decision_record`).
+  record's shape (:func:`~airflow_retrywindow.records.decision_record.is_decision_record`)
+  and were published by a gate or a sensor. What marks one is the Retry window extra
+  link, which every gate and sensor, and every subclass of them, carries in the DAG's
+  serialization: a user's task may return a value of the same shape, and that value
+  is a look-alike, not a record.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.models.dagrun import DagRun
+from airflow.models.serialized_dag import SerializedDagModel
 from airflow.models.task_state_store import TaskStateStoreModel
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
 from sqlalchemy import select
 
-from airflow_retrywindow.plugins.decision_rows import is_decision_record
+from airflow_retrywindow.links.retry_window import RetryWindowLink
+from airflow_retrywindow.records.decision_record import is_decision_record
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 
 if TYPE_CHECKING:
@@ -109,7 +115,8 @@ class RunStore:
             (row.task_id, row.map_index): Stored(row.task_id, row.map_index, _json(row.value))
             for row in rows
         }
-        for stored in self._xcoms(EVIDENCE_KEY, task_id, map_index):
+        # the XCom holds only the latest decision: read it where the store holds nothing
+        for stored in self._xcoms(EVIDENCE_KEY, task_id, map_index, skip=frozenset(found)):
             found.setdefault((stored.task_id, stored.map_index), stored)
         return [found[key] for key in sorted(found)]
 
@@ -119,13 +126,76 @@ class RunStore:
         :param task_id: one task instance's task id, or ``None`` for the whole run.
         :param map_index: its map index (with ``task_id``).
         """
-        return [
+        return self.return_values(task_id, map_index)[0]
+
+    def return_values(
+        self, task_id: str | None = None, map_index: int = -1
+    ) -> tuple[list[Stored], list[Stored]]:
+        """The decision records, and the look-alikes: values of a record's shape from other tasks.
+
+        :param task_id: one task instance's task id, or ``None`` for the whole run.
+        :param map_index: its map index (with ``task_id``).
+        """
+        shaped = [
             stored
             for stored in self._xcoms(RETURN_VALUE, task_id, map_index)
             if is_decision_record(stored.task_id, stored.value)
         ]
+        if not shaped:
+            return [], []
+        publishers = self.record_publishers()
+        if publishers is None:  # no serialized DAG to ask: judged by shape alone, as before
+            return shaped, []
+        return (
+            [stored for stored in shaped if stored.task_id in publishers],
+            [stored for stored in shaped if stored.task_id not in publishers],
+        )
 
-    def _xcoms(self, key: str, task_id: str | None, map_index: int) -> list[Stored]:
+    def record_publishers(self) -> frozenset[str] | None:
+        """The task ids of the run's DAG that publish decision records: its gates and sensors.
+
+        :returns: ``None`` when the DAG version the run was created with has no
+            serialization left to read.
+        """
+        run = self.session.scalar(
+            select(DagRun).where(DagRun.dag_id == self.dag_id, DagRun.run_id == self.run_id)
+        )
+        version = run.created_dag_version if run is not None else None
+        serialized: SerializedDagModel | None = version.serialized_dag if version else None
+        data = serialized.data if serialized is not None else None
+        if not isinstance(data, dict):
+            return None
+        tasks = data.get("dag", {}).get("tasks", [])
+        return frozenset(
+            str(task["__var"]["task_id"])
+            for task in tasks
+            if RetryWindowLink.name in (task.get("__var", {}).get("_operator_extra_links") or {})
+        )
+
+    def _xcoms(
+        self,
+        key: str,
+        task_id: str | None,
+        map_index: int,
+        skip: frozenset[tuple[str, int]] = frozenset(),
+    ) -> list[Stored]:
+        """The XComs of ``key``, decoded; those of the task instances in ``skip`` are not read."""
+        if skip:
+            # which task instances have one, without loading the values of those skipped
+            keys = self.session.execute(
+                self._scoped(
+                    select(XComModel.task_id, XComModel.map_index).where(
+                        XComModel.dag_id == self.dag_id,
+                        XComModel.run_id == self.run_id,
+                        XComModel.key == key,
+                    ),
+                    XComModel,
+                    task_id,
+                    map_index,
+                )
+            ).all()
+            if all((row.task_id, row.map_index) in skip for row in keys):
+                return []
         rows = self.session.execute(
             self._scoped(
                 select(XComModel).where(
@@ -139,7 +209,9 @@ class RunStore:
             )
         ).scalars()
         found = [
-            Stored(row.task_id, row.map_index, XComModel.deserialize_value(row)) for row in rows
+            Stored(row.task_id, row.map_index, XComModel.deserialize_value(row))
+            for row in rows
+            if (row.task_id, row.map_index) not in skip
         ]
         return sorted(found, key=lambda stored: (stored.task_id, stored.map_index))
 

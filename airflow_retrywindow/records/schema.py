@@ -21,6 +21,8 @@ VERSION_KEY = "schemaVersion"
 SCHEMA_VERSION = 1
 #: what an unversioned record is: written before records carried a version
 UNVERSIONED = 0
+#: what a stored value is called that has the shape of none of the provider's records
+NOT_A_RECORD = "not a retry window record"
 
 
 def stamped(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from airflow_retrywindow.links.addresses import ViewLinks
 from airflow_retrywindow.plugins.decision_rows import gate_record, policy_rows
 from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
+from airflow_retrywindow.records.decision_record import look_alike_note
 from tests.notifications.stored import approval, overridden_record
 
 STORED = json.loads((Path(__file__).with_name("stored_decisions.json")).read_text())
@@ -172,3 +173,14 @@ def test_override_texts_are_escaped() -> None:
     assert "overridden by &lt;b&gt;&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
     assert "because &quot;&gt;&lt;img" in page
     assert "safe repeat: gate override — &quot;&gt;&lt;img" in page
+
+
+def test_a_look_alike_of_a_record_is_named_as_not_a_record_and_escaped() -> None:
+    note = look_alike_note("<lookalike>", 3)
+    for page in (
+        run_page(LINKS, policy=[], records=[], notes=[note]),
+        task_page(LINKS, task_id="x", map_index=-1, policy=[], records=[], notes=[note]),
+    ):
+        assert "&lt;lookalike&gt;[3]: its return value has the keys of a decision record" in page
+        assert "so it is not a retry window record" in page
+        assert "<lookalike>" not in page

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_retrywindow.links.addresses import ui_task_tab
+from airflow_retrywindow.plugins.run_summary import Paging
 
 IMPORTS = """
 import json, sys
@@ -39,7 +40,11 @@ def test_rows_timeline_and_page_import_nothing_of_airflow() -> None:
         "airflow_retrywindow.links.addresses",
         "airflow_retrywindow.plugins.decision_rows",
         "airflow_retrywindow.plugins.page",
+        "airflow_retrywindow.plugins.run_summary",
         "airflow_retrywindow.plugins.timeline",
+        "airflow_retrywindow.records.decision_record",
+        "airflow_retrywindow.records.evidence_entry",
+        "airflow_retrywindow.records.stored_fixture",
     ]
     assert airflow_in(loaded_after(*pure)) == []
 
@@ -131,3 +136,23 @@ def test_tab_addresses_keep_the_base_path_of_airflow() -> None:
         "/airflow/retry-window/dags/{DAG_ID}/runs/{RUN_ID}"
     )
     assert under_base("http://localhost:8080", RUN_VIEW_HREF) == RUN_VIEW_HREF
+
+
+@pytest.mark.parametrize(("page", "limit"), [("0", "10"), ("two", "10"), ("1", "-5"), ("1", "")])
+def test_a_bad_page_or_limit_is_refused_naming_it(page: str, limit: str) -> None:
+    from fastapi import HTTPException
+
+    from airflow_retrywindow.plugins.app import _paging
+
+    with pytest.raises(HTTPException) as refused:
+        _paging(page, limit)
+    assert refused.value.status_code == 400
+    named = "page" if page in ("0", "two") else "limit"
+    assert str(refused.value.detail).startswith(f"{named} must be a whole number from 1 up")
+
+
+def test_a_limit_over_the_most_rows_a_page_shows_is_capped() -> None:
+    from airflow_retrywindow.plugins.app import _paging
+    from airflow_retrywindow.plugins.run_summary import MAX_PAGE_ROWS
+
+    assert _paging("3", "100000") == Paging(page=3, limit=MAX_PAGE_ROWS)
