@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pendulum
 
+from airflow_retrywindow.gate.observe import OBSERVATIONS
 from airflow_retrywindow.gate.read import UNMAPPED
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.redaction import safe_text
@@ -389,7 +390,7 @@ def _latest_fact(row: TargetDecision) -> pendulum.DateTime | None:
     if facts is None or facts.finished_at is None:
         return None
     instants = [facts.finished_at]
-    if row.observed.source == "observations":
+    if row.observed.source == OBSERVATIONS:
         instants.append(facts.observed_at)  # an observation newer than the approval
     return pendulum.instance(max(instants)).in_timezone("UTC")
 

@@ -64,22 +64,36 @@ def model_task_id(task_id: str) -> str:
 
 @dataclass(frozen=True)
 class TaskFacts:
-    """One task as last observed, in real time.
+    """One task as observed, in real time: the one type of an observed task.
 
-    :param task_id: the Airflow task id.
+    Every observation the model is given is one: the task the policy decides
+    about (its failed try), a task instance the gate read through Airflow's REST
+    API (:func:`~airflow_retrywindow.gate.observe.observe` turns the API's row into
+    one) and a DAG author's explicit observation once parsed
+    (:func:`~airflow_retrywindow.gate.observe.parse_observations`). Its state is
+    always the model's :class:`~airflow_retrywindow.model.TaskState`; the model's
+    own :class:`~airflow_retrywindow.model.Observation` is these facts in seconds
+    on a fixture's clock (:meth:`model_task`).
+
+    :param task_id: the Airflow task id (a model id once grouped into a fixture).
     :param state: the model state: running, unknown, succeeded, retryable, terminal.
-    :param attempts: attempts started in the current window.
+    :param attempts: attempts started in the current window; ``None`` only for an
+        explicit observation that leaves the count to Airflow's.
     :param observed_at: when these facts were observed.
     :param finished_at: when the last attempt ended; ``None`` when unconfirmed.
-    :param work: the caller's estimate and idempotency claim.
+    :param work: the caller's estimate and idempotency claim; ``None`` only for an
+        explicit observation as parsed, before the gate pairs it with its target.
+    :param seen_in: where the facts were seen, in the observer's words (an explicit
+        observation's ``source``); ``None`` when nobody said.
     """
 
     task_id: str
     state: TaskState
-    attempts: int
+    attempts: int | None
     observed_at: datetime
     finished_at: datetime | None
-    work: Work
+    work: Work | None = None
+    seen_in: str | None = None
 
     def __post_init__(self) -> None:
         # one word for a state: a state name given as text becomes the model's enum
@@ -116,16 +130,32 @@ class TaskFacts:
         return self._entry(max(observed, finished), finished)
 
     def _entry(self, observed: int, finished: int | None) -> dict[str, Any]:
+        attempts, work = self._decidable()
         return {
             "id": model_task_id(self.task_id),
             "state": self.state.value,
-            "safeRepeat": self.work.safe_repeat,
-            "attempts": self.attempts,
+            "safeRepeat": work.safe_repeat,
+            "attempts": attempts,
             "observedAt": observed,
             "lastFinishedAt": finished,
-            "duration": self.work.duration_seconds(),
-            "validation": self.work.validation_seconds(),
+            "duration": work.duration_seconds(),
+            "validation": work.validation_seconds(),
         }
+
+    def _decidable(self) -> tuple[int, Work]:
+        """The attempt count and the estimate, which the model needs and a parsed
+        explicit observation may lack until it is paired with its target."""
+        if self.attempts is None or self.work is None:
+            missing = " and ".join(
+                name
+                for name, value in (("attempts", self.attempts), ("work", self.work))
+                if value is None
+            )
+            raise ValueError(
+                f"the observation of {self.task_id!r} has no {missing}: pair it with its "
+                "target (gate.observe.observe_explicitly) before putting it in a fixture"
+            )
+        return self.attempts, self.work
 
 
 @dataclass(frozen=True)
