@@ -30,6 +30,10 @@ One JSON object per evaluation, pushed before anything is skipped, holding:
 * ``statusUpdate`` - a short English update for the people on the incident: one
   line per target that is not mapped; for a mapped one, its decisions counted,
   then the held-back map indexes (the first :data:`MAX_MAPPED_LINES`).
+
+Every text of the record but the names it is matched on and the fixtures passes
+:func:`~airflow_retrywindow.redaction.safe_json`: values registered with
+``mask_secret`` and credentials (URL userinfo, ...) show as ``***``.
 """
 
 from __future__ import annotations
@@ -40,10 +44,15 @@ from typing import Any
 from airflow_retrywindow.gate.approve import Override
 from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
 from airflow_retrywindow.records.schema import stamped
-from airflow_retrywindow.redaction import without_userinfo
+from airflow_retrywindow.redaction import safe_json, without_userinfo
 
 #: held-back map indexes of one target the status update shows a line for
 MAX_MAPPED_LINES = 10
+#: what the record's texts are matched on (task ids, the run, the model's ids) or must
+#: replay byte for byte (the fixtures): kept exactly when the rest is masked
+_EXACT = frozenset(
+    {"gate", "dagId", "runId", "taskId", "modelId", "target", "targets", "skipped", "fixtures"}
+)
 
 
 def build(
@@ -108,7 +117,9 @@ def build(
     record["statusUpdate"] = status_text(
         table, gate=gate, guard=guard, work_unit=work_unit, override=override
     )
-    return stamped(record)
+    # an observation's source, a unit of work, a reason may show credentials or a value
+    # registered with mask_secret: the record is stored and shown, never with them
+    return stamped(safe_json(record, keep=_EXACT))
 
 
 def status_text(

@@ -36,6 +36,7 @@ from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
 from airflow_retrywindow.gate.targets import Estimates, GivenEstimate, resolve_estimates
 from airflow_retrywindow.links.retry_window import RetryWindowLink
+from airflow_retrywindow.redaction import mask_credentials_in, safe_json
 from airflow_retrywindow.timing.deadline import Deadline
 
 if TYPE_CHECKING:
@@ -126,11 +127,19 @@ class RetryWindowMixin(_Operator):
         jinja_env: jinja2.Environment | None = None,
         seen_oids: set[int] | None = None,
     ) -> Any:
-        """Render a budget's estimate; everything else as Airflow does."""
+        """Render a budget's estimate; everything else as Airflow does.
+
+        Airflow stores the rendered fields, masked by its own secrets masker only:
+        the credentials they show (an observation's ``source`` with userinfo, ...)
+        are registered with it first, so they are stored and logged as ``***``.
+        """
         if isinstance(content, Budget):
             estimate = super().render_template(content.estimate, context, jinja_env, seen_oids)
+            mask_credentials_in(estimate)
             return content.with_estimate(estimate)
-        return super().render_template(content, context, jinja_env, seen_oids)
+        rendered = super().render_template(content, context, jinja_env, seen_oids)
+        mask_credentials_in(rendered)
+        return rendered
 
     # -- what each kind says for itself -----------------------------------------
 
@@ -180,7 +189,8 @@ class RetryWindowMixin(_Operator):
             budget=self.budget,
         )
         for row in decided.table.decisions:
-            self.log.info("Retry window %s: %s", row.label, row.reason)
+            # a reason may quote an observation's source: logged as the record stores it
+            self.log.info("Retry window %s: %s", row.label, safe_json(row.reason))
         return decided
 
     def _record(

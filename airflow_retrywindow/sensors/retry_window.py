@@ -23,6 +23,7 @@ from airflow_retrywindow.gate.targets import (
     unsafe_trigger_rule,
 )
 from airflow_retrywindow.operators.retry_window_mixin import RetryWindowMixin
+from airflow_retrywindow.redaction import safe_json
 from airflow_retrywindow.timing.work import EstimateOverride, Work
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
             # the latest evaluation stays visible while the sensor waits
             record = self._sensor_record(context, decided, waits=[])
             context["ti"].xcom_push(key="return_value", value=record)
-            self.log.info("%s; poking again at %s", row.reason, row.earliest_start)
+            self.log.info("%s; poking again at %s", safe_json(row.reason), row.earliest_start)
             return False
         self._next_start = None
         self._final = self._sensor_record(context, decided, waits=[])
@@ -199,7 +200,7 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
         record = self._sensor_record(context, decided, waits=waits, started=started)
         # visible while deferred, and read back on resume (next_kwargs are not kept by dag.test)
         context["ti"].xcom_push(key="return_value", value=record)
-        self.log.info("%s; deferring until %s", row.reason, until.format(_UTC))
+        self.log.info("%s; deferring until %s", safe_json(row.reason), until.format(_UTC))
         self.defer(
             trigger=DateTimeTrigger(moment=until),
             method_name="execute_complete",

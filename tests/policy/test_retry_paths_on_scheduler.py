@@ -7,6 +7,12 @@ try before the task's code runs. An execution timeout, an ordinary retryable
 failure and a failure whose message holds a registered secret go through the
 policy itself.
 
+A failure or an observation may carry credentials the way ordinary libraries
+print them (a presigned URL, an authorization header, URL userinfo) and a unit of
+work a value registered with ``mask_secret``: none of them may reach any table of
+the metadata DB or a line the provider logs, and the run view reads a run that
+also holds a user's value shaped like a decision record.
+
 One stack (API server, scheduler, DAG processor) serves the whole module, with
 a heartbeat timeout of 15 s instead of 300 s. Every run is triggered as soon as
 the stack is up, so the runs overlap and each test waits for its own.
@@ -15,19 +21,23 @@ the stack is up, so the runs overlap and each test waits for its own.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shutil
+import urllib.error
+import urllib.request
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pendulum
 import psutil
 import pytest
 
-from devstack.stack import AirflowStack, sqlite_stack
+from devstack.stack import ADMIN, AirflowStack, sqlite_stack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -40,6 +50,19 @@ HEARTBEAT_TIMEOUT = 15
 #: through the services' environment, so only a leak can put it in the metadata DB
 SECRET = secrets.token_hex(24)
 SECRET_ENV = "RW_SCHEDULER_PATHS_SECRET"
+#: one distinct, unguessable value per credential the credentials DAG shows; it reads
+#: them from the services' environment, so only a leak can put them in the DB or a log
+CREDENTIALS = {
+    "amz_credential": f"AKIA{secrets.token_hex(8).upper()}",
+    "amz_token": secrets.token_hex(16),
+    "amz_signature": secrets.token_hex(32),
+    "bearer": f"eyJ{secrets.token_hex(12)}.eyJ{secrets.token_hex(12)}.{secrets.token_hex(12)}",
+    # unencoded '/' and '@' in the password: each part is a secret of its own
+    "url_password": f"{secrets.token_hex(8)}/{secrets.token_hex(8)}@{secrets.token_hex(8)}",
+    "source_password": f"{secrets.token_hex(8)}@{secrets.token_hex(8)}/{secrets.token_hex(8)}",
+    "delivery_token": secrets.token_hex(20),
+}
+CREDENTIALS_ENV = "RW_SCHEDULER_CREDENTIALS"
 EVIDENCE_KEY = "retry_window.evidence"
 #: dag id -> the task id it runs
 TASKS = {
@@ -48,6 +71,7 @@ TASKS = {
     "rw_sched_exec_timeout": "slow",
     "rw_sched_retry": "flaky",
     "rw_sched_secret": "leaky",
+    "rw_sched_credentials": "leaks",
 }
 RUN_TIMEOUT = 150
 
@@ -82,6 +106,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
         # healthy supervisors heartbeat every 2 s (default 5), far inside the timeout
         "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
         SECRET_ENV: SECRET,
+        CREDENTIALS_ENV: json.dumps(CREDENTIALS),
     }
     with sqlite_stack(home, SERVICES, list(TASKS), dags_folder=dags, extra_env=settings) as running:
         yield running
@@ -270,12 +295,46 @@ def _holds(value: object, needle: str) -> bool:
     return False
 
 
+def _cells(stack: AirflowStack) -> Iterator[tuple[str, str, object]]:
+    """(table, column, value) of every cell of every table of the metadata DB."""
+    tables = [row[0] for row in stack.rows("select name from sqlite_master where type='table'")]
+    for table in tables:
+        for row in stack.rows(f'select * from "{table}"'):
+            for column, value in row._mapping.items():
+                yield table, column, value
+
+
+def stored_anywhere(stack: AirflowStack, needles: Iterable[str]) -> list[str]:
+    """Where any of ``needles`` is in the metadata DB: ``table.column: value``."""
+    wanted = list(needles)
+    return [
+        f"{table}.{column}: {str(value)[:300]}"
+        for table, column, value in _cells(stack)
+        if any(_holds(value, needle) for needle in wanted)
+    ]
+
+
+def task_log_lines(stack: AirflowStack) -> Iterator[tuple[Path, str, str]]:
+    """(file, line, event) of every line of every task log file: Airflow writes JSON lines."""
+    for path in sorted((stack.home / "logs").glob("dag_id=*/**/*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                event = str(json.loads(line).get("event"))
+            except (ValueError, AttributeError):
+                event = line
+            yield path, line, event
+
+
+def all_finished(stack: AirflowStack, runs: dict[str, Run]) -> None:
+    """Wait for every run: nothing may still be writing when the DB or a log is read."""
+    for run in runs.values():
+        finished(stack, run)
+
+
 def test_a_registered_secret_is_stored_nowhere(stack: AirflowStack, runs: dict[str, Run]) -> None:
     run = runs["rw_sched_secret"]
     assert finished(stack, run) == "failed"
-    # nothing may still be writing when the DB is read
-    for other in runs.values():
-        finished(stack, other)
+    all_finished(stack, runs)
     assert len(run.body_runs()) == 2
     assert task_instance(stack, run) == ("failed", 2)
     masked = "GET https://api.example.test/v1?api_key=*** failed"
@@ -292,15 +351,159 @@ def test_a_registered_secret_is_stored_nowhere(stack: AirflowStack, runs: dict[s
     retry_reason = earlier[0][5]
     assert retry_reason and retry_reason.startswith("wait-backoff: ") and masked in retry_reason
 
-    tables = [row[0] for row in stack.rows("select name from sqlite_master where type='table'")]
-    leaks, masked_in = [], set()
-    for table in tables:
-        for row in stack.rows(f'select * from "{table}"'):
-            for column, value in row._mapping.items():
-                if _holds(value, SECRET):
-                    leaks.append(f"{table}.{column}: {str(value)[:300]}")
-                if _holds(value, masked):
-                    masked_in.add(table)
-    assert leaks == []
+    assert stored_anywhere(stack, [SECRET]) == []
     # the scan read the places the failure's text went to, masked
+    masked_in = {table for table, _, value in _cells(stack) if _holds(value, masked)}
     assert {"task_state_store", "task_instance_history", "xcom"} <= masked_in
+    # Airflow masks a registered secret in every task log line, its own and ours
+    assert [
+        f"{path}: {line[:300]}" for path, line, _ in task_log_lines(stack) if SECRET in line
+    ] == []
+
+
+# -- credentials the way libraries show them ---------------------------------------------
+
+#: what stays of each failure's text once its credentials are masked
+MASKED_FAILURES = (
+    "HTTPError: 403 Client Error: Forbidden for url: https://bucket.s3.amazonaws.com/"
+    "positions.csv?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***",
+    "headers {'Authorization': '***', 'Accept': 'application/json'}",
+    "could not reach https://***@warehouse.example.test:8443/load",
+)
+MASKED_SOURCE = "https://***@jobs.example.com/v1/jobs/positions"
+
+
+def credential_parts(*names: str) -> list[str]:
+    """The credentials ``names`` (all by default), and each part of a password around its
+    unencoded '/' and '@'."""
+    parts = []
+    for name in names or CREDENTIALS:
+        value = CREDENTIALS[name]
+        parts.append(value)
+        parts.extend(piece for piece in re.split(r"[/@]", value) if piece != value)
+    return parts
+
+
+def gate_record(stack: AirflowStack, run: Run) -> dict[str, Any]:
+    """The decision record the credentials DAG's gate published."""
+    rows = stack.rows(
+        "select value from xcom where dag_id=:d and run_id=:r and task_id='retry_gate'"
+        " and key='return_value'",
+        d=run.dag_id,
+        r=run.run_id,
+    )
+    assert rows, f"no record of retry_gate\n{stack.log_tails()}"
+    value = rows[0][0]
+    return dict(json.loads(value) if isinstance(value, (str, bytes)) else value)
+
+
+def test_a_failures_credentials_are_masked_where_the_policy_keeps_its_text(
+    stack: AirflowStack, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_sched_credentials"]
+    assert finished(stack, run) == "failed"
+    assert len(run.body_runs()) == 3
+    assert task_instance(stack, run) == ("failed", 3)
+    decisions = evidence(stack, run)["decisions"]
+    assert [d["result"]["tasks"][0]["decision"] for d in decisions] == [
+        "wait-backoff",
+        "wait-backoff",
+        "attempts-exhausted",
+    ]
+    for decision, masked in zip(decisions, MASKED_FAILURES, strict=True):
+        assert masked in decision["reason"], decision["reason"]
+    retry_reasons = [row[5] for row in history(stack, run)]
+    assert len(retry_reasons) == 2
+    for retry_reason, masked in zip(retry_reasons, MASKED_FAILURES[:2], strict=True):
+        assert retry_reason.startswith("wait-backoff: ") and masked in retry_reason
+
+
+def test_the_gate_record_masks_the_observation_source_and_the_unit_of_work(
+    stack: AirflowStack, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_sched_credentials"]
+    finished(stack, run)
+    record = gate_record(stack, run)
+    (row,) = record["decisions"]
+    assert (row["taskId"], row["source"]) == ("load", "observations")
+    assert row["classification"] == f"explicit observation ({MASKED_SOURCE})"
+    assert MASKED_SOURCE in row["reason"]
+    assert record["workUnit"] == {"business_date": "2026-11-01", "delivery_token": "***"}
+    assert "Unit of work: business_date=2026-11-01, delivery_token=***." in record["statusUpdate"]
+    # the observation was taken: load retried on it and ran
+    assert stack.task_states(run.dag_id, run.run_id)["load"] == ("success", 1)
+
+
+#: Airflow's own log record of the exception a task raised, written before it asks the
+#: retry policy: the exception's text as raised, masked by Airflow's masker only
+AIRFLOWS_EXCEPTION_RECORD = "Task failed with exception"
+
+
+def test_no_credential_is_stored_and_the_provider_logs_none(
+    stack: AirflowStack, runs: dict[str, Run]
+) -> None:
+    all_finished(stack, runs)
+    assert stored_anywhere(stack, credential_parts()) == []
+    # what the gate was given reaches no task log line at all
+    from_the_gate = credential_parts("source_password", "delivery_token")
+    logged = [
+        f"{path.relative_to(stack.home)}: {line[:400]}"
+        for path, line, _ in task_log_lines(stack)
+        if any(part in line for part in from_the_gate)
+    ]
+    assert logged == []
+    # a failure's credentials only in Airflow's record of the raised exception, never in a
+    # line of the provider (its decision, its evidence, the reason Airflow logs for it)
+    in_failures = credential_parts("amz_credential", "amz_token", "amz_signature", "bearer")
+    in_failures += credential_parts("url_password")
+    logged_by = {
+        (path.parent.name, event if event == AIRFLOWS_EXCEPTION_RECORD else line[:400])
+        for path, line, event in task_log_lines(stack)
+        if any(part in line for part in in_failures)
+    }
+    assert logged_by == {("task_id=leaks", AIRFLOWS_EXCEPTION_RECORD)}
+
+
+def _view(stack: AirflowStack, path: str) -> tuple[int, str]:
+    """GET a page of the Retry window view as the admin user: (status, body)."""
+    login = json.dumps({"username": ADMIN[0], "password": ADMIN[1]}).encode()
+    asked = urllib.request.Request(
+        f"{stack.url}/auth/token", login, {"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(asked, timeout=30) as answer:
+        token = json.loads(answer.read())["access_token"]
+    request = urllib.request.Request(stack.url + path, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _run_view(stack: AirflowStack, run: Run) -> tuple[int, str]:
+    return _view(stack, f"/retry-window/dags/{run.dag_id}/runs/{quote(run.run_id, safe='')}")
+
+
+def test_the_run_view_reads_a_run_holding_a_record_look_alike(
+    stack: AirflowStack, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_sched_credentials"]
+    finished(stack, run)
+    status, page = _run_view(stack, run)
+    assert status == 200, page[:2000]
+    # the policy's decisions and the gate's record, next to the look-alike
+    assert page.count('data-task="leaks"') >= 3
+    assert "Gate retry_gate" in page
+    assert "delivery_token=***" in page
+    assert not [part for part in credential_parts() if part in page]
+
+
+def test_the_run_view_shows_a_record_look_alike_as_not_a_record(
+    stack: AirflowStack, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_sched_credentials"]
+    finished(stack, run)
+    status, page = _run_view(stack, run)
+    assert status == 200
+    assert "not a retry window record" in page
+    assert "made-up-decision" not in page

@@ -7,14 +7,31 @@ A property test throws generated ones at the redaction and finds nothing left.
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
 import string
+from datetime import timedelta
+from typing import Any
 
+import pendulum
 import pytest
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
+from airflow.sdk.log import mask_secret, redact  # type: ignore[attr-defined]
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from airflow_retrywindow import RetryWindowGateOperator
+from airflow_retrywindow.gate.decide import decide
+from airflow_retrywindow.gate.observe import observe_run, parse_observations
+from airflow_retrywindow.gate.read import RunSnapshot
+from airflow_retrywindow.gate.record import build
+from airflow_retrywindow.gate.targets import Target
+from airflow_retrywindow.hooks.api_reader import PoolRow
 from airflow_retrywindow.redaction import MASK, safe_text, without_credentials, without_userinfo
+from airflow_retrywindow.timing.retry_settings import RetrySettings
+from airflow_retrywindow.timing.work import Work
 
 
 @pytest.mark.parametrize(
@@ -31,6 +48,9 @@ from airflow_retrywindow.redaction import MASK, safe_text, without_credentials, 
         ("http://etl:pa/ss@api:8080/api/v2", "http://***@api:8080/api/v2"),
         ("https://etl:hunter2@jobs.example.com/jobs/1", "https://***@jobs.example.com/jobs/1"),
         ("https://u:p#w?d@host/p", "https://***@host/p"),
+        # an '@' and then a '/' in the password: the part after the '@' is no host
+        ("https://etl:dd@ee/ff@jobs.example.com/v1/jobs", "https://***@jobs.example.com/v1/jobs"),
+        ("'https://etl:a@b?c@h.example.com/x', 'next'", "'https://***@h.example.com/x', 'next'"),
         ("GET https://api.example.test/v1?api_key=sk-live-123 failed", "?api_key=*** failed"),
         ("https://storage.googleapis.com/b/o?X-Goog-Signature=abc&alt=media", "&alt=media"),
         ("https://acct.blob.core.windows.net/c/b?sv=2024&sig=Zm9v%3D&se=2026", "sig=***&se=2026"),
@@ -58,7 +78,9 @@ def test_the_examples_lose_every_secret() -> None:
 
 def test_the_api_field_loses_userinfo_with_unencoded_characters() -> None:
     assert without_userinfo("http://etl:pa/ss@api:8080") == "http://api:8080"
-    assert without_userinfo("https://u:p@h/x?mail=a@b.c") == "https://h/x?mail=a@b.c"
+    # a password may hold '@' and '/': with userinfo, everything up to the last '@' goes
+    assert without_userinfo("https://u:p@h/x?mail=a@b.c") == "https://b.c"
+    assert without_userinfo("https://u@h/x?mail=a@b.c") == "https://h/x?mail=a@b.c"
     assert without_userinfo("https://h/x?mail=a@b.c") == "https://h/x?mail=a@b.c"
 
 
@@ -91,8 +113,12 @@ def _unique(secret: str) -> str:
 def test_no_password_survives_in_userinfo(host: str, user: str, password: str) -> None:
     secret = _unique(password)
     text = f"could not reach https://{user}:{secret}@{host}/api/v2/dags"
-    assert secret not in without_credentials(text, limit=1000)
-    assert secret not in without_userinfo(f"https://{user}:{secret}@{host}")
+    # nothing of the password is left, not even the part after an unencoded '@'
+    assert (
+        without_credentials(text, limit=1000) == f"could not reach https://***@{host}/api/v2/dags"
+    )
+    assert without_userinfo(f"https://{user}:{secret}@{host}") == f"https://{host}"
+    assert without_userinfo(f"https://{user}:{secret}@{host}/api/v2") == f"https://{host}/api/v2"
 
 
 @settings(max_examples=300, deadline=None)
@@ -126,3 +152,70 @@ def test_no_authorization_value_survives(value: str, scheme: str, shape: str) ->
 def test_safe_text_applies_the_same_rules_after_airflows_masker() -> None:
     text = "https://etl:hunter2@h.example.com/x?token=abc123def"
     assert safe_text(text) == "https://***@h.example.com/x?token=***"
+
+
+# -- what the gate stores and logs ----------------------------------------------------------
+
+NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
+
+
+def _observed_through(source: str) -> tuple[Target, dict[str, Any]]:
+    """The target ``load`` and an observation of it seen at ``source``."""
+    work = Work(duration=timedelta(minutes=5), validation=timedelta(minutes=1), safe_repeat=True)
+    target = Target("load", work, RetrySettings("load", 2, 60, 1, 60), True, "db", 1)
+    observation = {
+        "state": "retryable",
+        "observed_at": "2026-03-02T05:39:00Z",
+        "finished_at": "2026-03-02T05:30:00Z",
+        "attempts": 1,
+        "source": source,
+    }
+    return target, {"load": observation}
+
+
+def test_the_gate_record_masks_an_observation_source_and_a_registered_value() -> None:
+    password = f"{secrets.token_hex(6)}@{secrets.token_hex(6)}/{secrets.token_hex(6)}"
+    token = secrets.token_hex(16)
+    mask_secret(token)
+    target, observations = _observed_through(f"https://etl:{password}@jobs.example.com/jobs/42")
+    snapshot = RunSnapshot(latest_tries={}, pools={"db": PoolRow("db", 2, 0, 0, 2, False)})
+    explicit = parse_observations(observations, ["load"], as_of=NOW)
+    table = decide(
+        observe_run([target], snapshot, explicit), as_of=NOW, deadline=NOW.add(hours=6),
+        max_observation_age=600, origin=None, pools=snapshot.pools,
+    )  # fmt: skip
+    record = build(
+        table, requests=1, api="http://api:8080", gate="gate", dag_id="dag", run_id="run",
+        try_number=1, deadline_rule="6 h after the data interval",
+        work_unit={"business_date": "2026-03-01", "delivery_token": token},
+        guard=[{"taskId": "load", "targets": ["load"], "action": "run", "blockers": []}],
+    )  # fmt: skip
+    stored = json.dumps(record)
+    assert not [part for part in [token, *re.split("[@/]", password)] if part in stored]
+    (row,) = record["decisions"]
+    assert row["classification"] == "explicit observation (https://***@jobs.example.com/jobs/42)"
+    assert "https://***@jobs.example.com/jobs/42)" in row["reason"]
+    assert record["workUnit"] == {"business_date": "2026-03-01", "delivery_token": MASK}
+    assert "Unit of work: business_date=2026-03-01, delivery_token=***." in record["statusUpdate"]
+    # what records are matched on, and the fixtures that replay, are kept exactly
+    assert (record["gate"], row["taskId"], row["modelId"]) == ("gate", "load", "load")
+    assert record["fixtures"] == table.as_dict()["fixtures"]
+
+
+def test_a_rendered_observations_credentials_are_masked_where_airflow_stores_it() -> None:
+    password = f"{secrets.token_hex(6)}@{secrets.token_hex(6)}/{secrets.token_hex(6)}"
+    source = f"https://etl:{password}@jobs.example.com/jobs/42"
+    with DAG("rw_rendered_observations", schedule=None, start_date=NOW):
+        gate = RetryWindowGateOperator(
+            task_id="retry_gate",
+            targets={"load": Work(timedelta(minutes=5), timedelta(0), safe_repeat=True)},
+            deadline=NOW.add(hours=6),
+            observations='{"load": {"state": "unknown", "source": "{{ source }}"}}',
+        )
+        EmptyOperator(task_id="load")
+    gate.render_template_fields({"source": source})  # type: ignore[typeddict-unknown-key]
+    assert password in gate.observations
+    # Airflow keeps the rendered fields and logs through its own masker: it knows them now
+    stored = str(redact(gate.observations, "observations"))
+    assert not [part for part in [password, *re.split("[@/]", password)] if part in stored]
+    assert "***@jobs.example.com/jobs/42" in stored
