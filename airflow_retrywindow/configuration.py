@@ -32,6 +32,20 @@ DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 600.0
 #: the UI address used when neither this section nor ``[api] base_url`` gives one
 FALLBACK_BASE_URL = "http://localhost:8080/"
+#: how far this worker's clock and the API server's may disagree before a decision
+#: is refused; within it the stricter of the two possible answers is kept
+DEFAULT_CLOCK_SKEW_TOLERANCE = 5.0
+MAX_CLOCK_SKEW_TOLERANCE = 300.0
+#: the largest answer body the REST reader reads (16 MiB: a page of 1000 task
+#: instances is about 1.5 MB); a larger one is refused while it is read
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+MIN_MAX_RESPONSE_BYTES = 1024
+MAX_MAX_RESPONSE_BYTES = 1024 * 1024 * 1024
+#: the longest one whole gate or sensor decision (every read included) may take
+DEFAULT_GATE_TIMEOUT = 300.0
+MAX_GATE_TIMEOUT = 3600.0
+#: seconds the retry policy waits for the API server's answer that tells its clock
+SERVER_CLOCK_TIMEOUT = 5.0
 
 
 def _described(text: str) -> str:
@@ -85,6 +99,44 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "type": "float",
         "example": "10",
         "default": f"{DEFAULT_TIMEOUT:g}",
+    },
+    "clock_skew_tolerance": {
+        "description": _described(
+            f"""Seconds this worker's clock and the API server's may disagree, 0 to
+            {MAX_CLOCK_SKEW_TOLERANCE:g}. The retry policy and the gates measure the
+            difference on every decision (the Date of an answer of the API server);
+            beyond it they refuse (fail, gate-error) and say which clock runs ahead and
+            by how much. Within it they decide at both ends of the measured difference
+            and keep the stricter answer."""
+        ),
+        "version_added": None,
+        "type": "float",
+        "example": "2",
+        "default": f"{DEFAULT_CLOCK_SKEW_TOLERANCE:g}",
+    },
+    "api_max_response_bytes": {
+        "description": _described(
+            f"""The largest answer of Airflow's REST API a gate or sensor reads, in bytes,
+            {MIN_MAX_RESPONSE_BYTES} to {MAX_MAX_RESPONSE_BYTES}. A larger answer is refused
+            while it is read, so the gate refuses to decide instead of filling the
+            worker's memory."""
+        ),
+        "version_added": None,
+        "type": "integer",
+        "example": "4194304",
+        "default": str(DEFAULT_MAX_RESPONSE_BYTES),
+    },
+    "gate_timeout": {
+        "description": _described(
+            f"""Seconds one whole decision of a gate or sensor may take, every request to
+            the REST API included, more than 0 and at most {MAX_GATE_TIMEOUT:g}. Each
+            request waits at most the time left; when none is left the gate refuses to
+            decide and says so."""
+        ),
+        "version_added": None,
+        "type": "float",
+        "example": "60",
+        "default": f"{DEFAULT_GATE_TIMEOUT:g}",
     },
     "view_base_url": {
         "description": _described(
@@ -173,16 +225,65 @@ def api_page_size() -> int:
 
 def api_timeout() -> float:
     """Seconds per API request of a gate or sensor given none (``[retry_window] api_timeout``)."""
-    value = _raw("api_timeout")
+    return _seconds("api_timeout", 0, MAX_TIMEOUT, low_included=False)
+
+
+def _seconds(option: str, low: float, high: float, *, low_included: bool) -> float:
+    value = _raw(option)
     try:
         seconds = float(value)
     except ValueError:
         seconds = math.nan
-    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+    above_low = seconds >= low if low_included else seconds > low
+    if not (math.isfinite(seconds) and above_low and seconds <= high):
+        lowest = f"at least {low:g}" if low_included else f"more than {low:g}"
         raise ConfigurationError(
-            "api_timeout", value, f"a number of seconds more than 0 and at most {MAX_TIMEOUT:g}"
+            option, value, f"a number of seconds {lowest} and at most {high:g}"
         )
     return seconds
+
+
+def clock_skew_tolerance() -> float:
+    """Seconds the worker's and the API server's clocks may disagree
+    (``[retry_window] clock_skew_tolerance``)."""
+    return _seconds("clock_skew_tolerance", 0, MAX_CLOCK_SKEW_TOLERANCE, low_included=True)
+
+
+def gate_timeout() -> float:
+    """Seconds one whole gate or sensor decision may take (``[retry_window] gate_timeout``)."""
+    return _seconds("gate_timeout", 0, MAX_GATE_TIMEOUT, low_included=False)
+
+
+def checked_max_response_bytes(value: object, name: str = "max_response_bytes") -> int:
+    """``value`` if it is a response size cap the reader can use, else a ``ValueError``.
+
+    :param value: bytes, :data:`MIN_MAX_RESPONSE_BYTES` to :data:`MAX_MAX_RESPONSE_BYTES`.
+    :param name: the argument's name, for the message.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not MIN_MAX_RESPONSE_BYTES <= value <= MAX_MAX_RESPONSE_BYTES
+    ):
+        raise ValueError(
+            f"{name} must be a whole number of bytes from {MIN_MAX_RESPONSE_BYTES} to "
+            f"{MAX_MAX_RESPONSE_BYTES}, got {value!r}"
+        )
+    return value
+
+
+def api_max_response_bytes() -> int:
+    """The largest REST API answer a gate or sensor reads
+    (``[retry_window] api_max_response_bytes``)."""
+    value = _raw("api_max_response_bytes")
+    try:
+        return checked_max_response_bytes(int(value))
+    except ValueError:
+        raise ConfigurationError(
+            "api_max_response_bytes",
+            value,
+            f"a whole number of bytes from {MIN_MAX_RESPONSE_BYTES} to {MAX_MAX_RESPONSE_BYTES}",
+        ) from None
 
 
 def view_base_url() -> str:

@@ -56,7 +56,8 @@ def get_provider_info() -> dict[str, Any]:
         "config": {
             configuration.SECTION: {
                 "description": "The retry window provider: its cluster policy, the API "
-                "connection its gates and sensors read, and the view's address.",
+                "connection its gates and sensors read and its bounds, the clock skew "
+                "tolerance, and the view's address.",
                 "options": configuration.OPTIONS,
             }
         },

@@ -1,6 +1,12 @@
 """Observe: each task instance of each target as the model sees it, from the snapshot
 and explicit observations.
 
+A task instance as observed is a :class:`~airflow_retrywindow.timing.fixtures.TaskFacts`,
+the type the retry policy observes its own task with; :class:`Observed` pairs it
+with its target, its map index and what Airflow's row of its latest try says.
+The REST API's row (:class:`~airflow_retrywindow.hooks.api_reader.TaskInstanceRow`)
+becomes one here, in :func:`observe`, and nowhere else.
+
 Every map index of a mapped target is observed on its own, exactly as a target
 that is not mapped: Airflow's state of its latest try becomes a model state as
 :mod:`~airflow_retrywindow.gate.read` tabulates; a failure takes the
@@ -39,12 +45,13 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pendulum
 
+from airflow_retrywindow.configuration import DEFAULT_CLOCK_SKEW_TOLERANCE
 from airflow_retrywindow.exceptions import ClockError, ObservationError, TargetError
 from airflow_retrywindow.gate.read import (
     RESET_STATES,
@@ -69,23 +76,35 @@ from airflow_retrywindow.timing.fixtures import TaskFacts
 if TYPE_CHECKING:
     from airflow_retrywindow.hooks.api_reader import TaskInstanceRow
 
-#: how far an API time may run ahead of this worker's clock before we refuse
-CLOCK_TOLERANCE = timedelta(seconds=5)
+#: how far an API time may run ahead of the time its answer arrived before we refuse;
+#: the gate has moved the arrival onto the API server's clock (gate/run.py), so this
+#: only catches an answer at odds with its own clock, within the one skew tolerance
+CLOCK_TOLERANCE = timedelta(seconds=DEFAULT_CLOCK_SKEW_TOLERANCE)
+#: how an observation's time is written in a reason
+_SHOWN = "YYYY-MM-DD HH:mm:ss[Z]"
+#: :attr:`Observed.source` of a task instance as Airflow's REST API shows it
+AIRFLOW_API = "airflow-api"
+#: :attr:`Observed.source` when an explicit observation replaced Airflow's view
+OBSERVATIONS = "observations"
 
 
 @dataclass(frozen=True)
 class Observed:
-    """What the gate knows about one task instance of a target when it decides.
+    """One task instance of a target when the gate decides: the task as observed
+    (:attr:`facts`), its target and map index, and Airflow's row of its latest try.
+
+    The observed state, attempts and times are :attr:`facts` alone; Airflow's
+    row is kept beside them because an explicit observation replaces Airflow's
+    view but not what the record shows of Airflow, nor the pool the try holds.
 
     :param target: the target.
-    :param facts: the model facts, ``None`` when the target was never tried.
-    :param source: ``airflow-api`` or ``observations``.
+    :param facts: the task instance as observed, ``None`` when it was never tried.
+    :param source: which view :attr:`facts` is: ``airflow-api`` or ``observations``.
     :param airflow_state: the state of the latest try in Airflow.
     :param try_number: the latest try's number in Airflow (0 if never tried).
     :param classification: how the state was found, in words.
     :param pool: the pool of the latest try (or the definition's).
     :param pool_slots: the slots of the latest try (or the definition's).
-    :param detail: words for the reason, e.g. where an observation came from.
     :param map_index: the task instance's map index, ``-1`` when not mapped.
     """
 
@@ -97,13 +116,20 @@ class Observed:
     classification: str
     pool: str
     pool_slots: int
-    detail: str = ""
     map_index: int = UNMAPPED
 
     @property
     def state(self) -> str:
         """The model state, or ``not-attempted``."""
         return self.facts.state if self.facts else NOT_ATTEMPTED
+
+    @property
+    def detail(self) -> str:
+        """Words for the reason: when and where an explicit observation was made."""
+        if self.facts is None or self.source != OBSERVATIONS:
+            return ""
+        seen = f"observed {pendulum.instance(self.facts.observed_at).format(_SHOWN)}"
+        return f"{seen}; {self.facts.seen_in}" if self.facts.seen_in else seen
 
     @property
     def instance(self) -> Instance:
@@ -114,7 +140,7 @@ class Observed:
 def observe_run(
     targets: Sequence[Target],
     snapshot: RunSnapshot,
-    explicit: Mapping[str, ExplicitObservation],
+    explicit: Mapping[str, TaskFacts],
     *,
     own_map_indexes: Mapping[str, int] | None = None,
 ) -> list[Observed]:
@@ -123,7 +149,7 @@ def observe_run(
     :param targets: the gate's targets.
     :param snapshot: what the read found.
     :param explicit: task instance name (``load``, ``load[3]``) -> its explicit
-        observation, if any.
+        observation as parsed (:func:`parse_observations`), if any.
     :param own_map_indexes: target task id -> the one map index observed of it
         (a gate in a mapped task group, about its own map index); other targets
         are observed at every map index.
@@ -214,6 +240,8 @@ def observe(
 ) -> Observed:
     """Airflow's view of one task instance of ``target`` from the row of its latest try.
 
+    The one place the REST API's row becomes the task as observed.
+
     :param target: the target.
     :param row: the row of its latest try, ``None`` when it was never tried.
     :param failure: the class the task's retry policy recorded for this try's
@@ -226,7 +254,7 @@ def observe(
         return Observed(
             target=target,
             facts=None,
-            source="airflow-api",
+            source=AIRFLOW_API,
             airflow_state=row.state if row else None,
             try_number=row.try_number if row else 0,
             classification="never tried in this run",
@@ -258,7 +286,7 @@ def observe(
     return Observed(
         target=target,
         facts=facts,
-        source="airflow-api",
+        source=AIRFLOW_API,
         airflow_state=row.state,
         try_number=row.try_number,
         classification=classification,
@@ -299,9 +327,7 @@ def _attempts(name: str, target: Target, row: TaskInstanceRow) -> int:
         raise TargetError(f"{error}{shown}") from None
 
 
-def observe_explicitly(
-    target: Target, explicit: ExplicitObservation, airflow_view: Observed
-) -> Observed:
+def observe_explicitly(target: Target, explicit: TaskFacts, airflow_view: Observed) -> Observed:
     """A task instance of ``target`` as an explicit observation states it, overriding Airflow's.
 
     An observation may only make the decision more cautious than Airflow's view:
@@ -309,7 +335,7 @@ def observe_explicitly(
     the attempts Airflow counted.
 
     :param target: the target.
-    :param explicit: the observation.
+    :param explicit: the observation as parsed (:func:`parse_observations`).
     :param airflow_view: what Airflow says: its state and attempt count.
     """
     name = airflow_view.instance.label
@@ -332,25 +358,17 @@ def observe_explicitly(
             f"observations for {name!r}: attempts={attempts} is more than the "
             f"{target.settings.max_attempts} runs its retry settings allow in one window"
         )
-    facts = TaskFacts(
-        task_id=target.task_id,
-        state=explicit.state,
-        attempts=attempts,
-        observed_at=explicit.observed_at,
-        finished_at=explicit.finished_at,
-        work=target.work,
-    )
-    seen = f"observed {explicit.observed_at.format('YYYY-MM-DD HH:mm:ss[Z]')}"
+    # the observation, completed with what the gate knows: its target's estimate
+    facts = replace(explicit, task_id=target.task_id, attempts=attempts, work=target.work)
     return Observed(
         target=target,
         facts=facts,
-        source="observations",
+        source=OBSERVATIONS,
         airflow_state=airflow_view.airflow_state,
         try_number=airflow_view.try_number,
-        classification=f"explicit observation ({explicit.source or 'no source given'})",
+        classification=f"explicit observation ({explicit.seen_in or 'no source given'})",
         pool=airflow_view.pool,
         pool_slots=airflow_view.pool_slots,
-        detail=f"{seen}; {explicit.source}" if explicit.source else seen,
         map_index=airflow_view.map_index,
     )
 
@@ -363,34 +381,19 @@ MODEL_STATES = tuple(state.value for state in TaskState)
 _OBSERVATION_FIELDS = frozenset({"state", "observed_at", "finished_at", "attempts", "source"})
 
 
-@dataclass(frozen=True)
-class ExplicitObservation:
-    """One target's state as another task observed it (see the module's JSON shape).
-
-    :param state: the model state.
-    :param observed_at: when it was observed.
-    :param finished_at: when the latest attempt ended, ``None`` if unconfirmed.
-    :param attempts: attempts in the current window, ``None`` for Airflow's count.
-    :param source: where it was observed, free text.
-    """
-
-    state: TaskState
-    observed_at: pendulum.DateTime
-    finished_at: pendulum.DateTime | None
-    attempts: int | None
-    source: str | None
-
-
 def parse_observations(
     value: object,
     targets: Collection[str],
     *,
     as_of: datetime,
     mapped: Collection[str] = (),
-) -> dict[str, ExplicitObservation]:
+) -> dict[str, TaskFacts]:
     """Read explicit observations: a mapping, or its JSON (or Python literal) text.
 
     ``None``, ``""`` and ``"None"`` (an empty XCom pull) mean no observations.
+    Each is a :class:`~airflow_retrywindow.timing.fixtures.TaskFacts` without an
+    estimate (and without ``attempts`` when none were given): the gate pairs it
+    with its target when it observes the run (:func:`observe_explicitly`).
 
     :param value: the rendered ``observations`` argument.
     :param targets: the gate's target ids; other keys are refused.
@@ -446,7 +449,7 @@ def _decode(text: str) -> object:
         ) from None
 
 
-def _observation(task_id: str, raw: object, as_of: datetime) -> ExplicitObservation:
+def _observation(task_id: str, raw: object, as_of: datetime) -> TaskFacts:
     where = f"observations[{task_id!r}]"
     if not isinstance(raw, Mapping):
         raise ObservationError(f"{where} must be a mapping, got {_shown(raw)}")
@@ -499,7 +502,14 @@ def _observation(task_id: str, raw: object, as_of: datetime) -> ExplicitObservat
     source = raw.get("source")
     if source is not None and not isinstance(source, str):
         raise ObservationError(f"{where}: source must be text, got {_shown(source)}")
-    return ExplicitObservation(TaskState(state), observed_at, finished_at, attempts, source)
+    return TaskFacts(
+        task_id=parse_label(task_id).task_id,
+        state=TaskState(state),
+        attempts=attempts,
+        observed_at=observed_at,
+        finished_at=finished_at,
+        seen_in=source,
+    )
 
 
 def _instant(value: object, name: str) -> pendulum.DateTime:

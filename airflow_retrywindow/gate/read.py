@@ -71,6 +71,7 @@ from airflow_retrywindow.timing.fixtures import model_alias, model_task_id
 if TYPE_CHECKING:
     from airflow_retrywindow.gate.targets import Target
     from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
+    from airflow_retrywindow.timing.skew import ClockOffset
 
 #: Airflow's map index of a task instance that is not (yet) mapped
 UNMAPPED = -1
@@ -254,6 +255,8 @@ class RunSnapshot:
     :param pools: pool name -> the pool, for the pools the targets use that exist.
     :param requests: REST API requests made.
     :param api: the API's base URL, without credentials.
+    :param clock: how far the API server's clock is from this worker's, as the read
+        measured it; ``None`` when it was not measured.
     """
 
     latest_tries: Mapping[Instance, TaskInstanceRow | None]
@@ -262,6 +265,7 @@ class RunSnapshot:
     pools: Mapping[str, PoolRow] = field(default_factory=dict)
     requests: int = 0
     api: str = ""
+    clock: ClockOffset | None = None
 
     def instances(self, task_id: str) -> list[Instance]:
         """The task instances of target ``task_id``, by map index (one, ``-1``, if unmapped)."""

@@ -16,26 +16,42 @@ stages (:mod:`~airflow_retrywindow.gate.read`,
 Any problem - a target outside the DAG, settings the model cannot express, an
 unreachable API, a missing connection, a fixture the model refuses - raises
 :class:`RetryWindowGateError`: the caller must then not let the guarded work run.
+
+**One clock.** The run's times (a try's end, the data interval) are the API
+server's; "now" is this worker's. The read measures how far the two clocks
+disagree (:mod:`~airflow_retrywindow.timing.skew`): beyond ``[retry_window]
+clock_skew_tolerance`` the gate refuses, naming the clock that runs ahead and by
+how much; within it the gate decides at the earliest and the latest "now" either
+clock may mean (this worker's times moved onto the server's clock for the
+server's), and keeps the stricter decision of the two for each task instance.
+
+**A time limit.** A whole decision may take ``[retry_window] gate_timeout``:
+every request waits at most the time left, and a decision that runs out is
+refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any, Protocol
 
 import pendulum
 
+from airflow_retrywindow import configuration
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.gate.approve import ApprovalReader
 from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.decide import DecisionTable, decide
+from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision, decide
 from airflow_retrywindow.gate.observe import observe_run, parse_observations
-from airflow_retrywindow.gate.read import RunReader, read_snapshot
+from airflow_retrywindow.gate.read import RunReader, RunSnapshot, read_snapshot
 from airflow_retrywindow.gate.targets import Target, own_map_indexes, resolve_targets
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.deadline import Deadline
+from airflow_retrywindow.timing.skew import ClockOffset, strictest
+from airflow_retrywindow.timing.time_limit import TimeLimit
 from airflow_retrywindow.timing.work import Work
 
 
@@ -53,6 +69,8 @@ class GateSettings:
     :param conn_id: the Airflow connection to the REST API.
     :param page_size: rows asked for per page.
     :param timeout: seconds to wait for each request.
+    :param time_limit: the time the whole decision may take; :func:`decide_run`
+        starts it (``[retry_window] gate_timeout``).
     """
 
     targets: Mapping[str, Work]
@@ -61,6 +79,7 @@ class GateSettings:
     conn_id: str
     page_size: int
     timeout: float
+    time_limit: TimeLimit | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +115,8 @@ def decide_run(
     :raises RetryWindowGateError: when anything stops a sound decision.
     """
     with _fail_closed():
+        limit = TimeLimit.starting_now(configuration.gate_timeout())
+        tolerance = timedelta(seconds=configuration.clock_skew_tolerance())
         dag, run = context["dag"], context["dag_run"]
         targets = resolve_targets(dag, settings.targets)
         deadline = settings.deadline.resolve(context)
@@ -106,20 +127,104 @@ def decide_run(
             as_of=pendulum.now("UTC"),
             mapped=[target.task_id for target in targets if target.mapped],
         )
-        reader = _client(settings)
+        reader = _client(replace(settings, time_limit=limit))
         snapshot = read_snapshot(reader, str(dag.dag_id), str(run.run_id), targets)
+        snapshot = replace(snapshot, clock=_clock_of(reader))
+        if snapshot.clock is not None:
+            snapshot.clock.check(tolerance)  # too far apart: refuse, naming the clock
         own = _own_map_indexes(context, targets)
-        observed = observe_run(targets, snapshot, explicit, own_map_indexes=own)
-        table = decide(
-            observed,
-            as_of=pendulum.now("UTC"),
-            deadline=deadline,
-            max_observation_age=settings.max_observation_age,
-            origin=context.get("data_interval_start"),
-            pools=snapshot.pools,
-            budget=budget,
+        tables = [
+            decide(
+                observe_run(
+                    targets, on_server_clock(snapshot, shift), explicit, own_map_indexes=own
+                ),
+                as_of=now,
+                deadline=deadline,
+                max_observation_age=settings.max_observation_age,
+                origin=context.get("data_interval_start"),
+                pools=snapshot.pools,
+                budget=budget,
+            )
+            for now, shift in _server_nows(snapshot.clock)
+        ]
+        if limit.expired:  # the decision itself outlasted the limit: it is stale
+            raise RetryWindowGateError(limit.describe())
+        return GateDecision(strictest_table(tables), snapshot.requests, snapshot.api, reader)
+
+
+def _server_nows(clock: ClockOffset | None) -> list[tuple[pendulum.DateTime, timedelta]]:
+    """The earliest and latest possible "now", each with the shift that moves the times
+    this worker noted onto the server's clock; this worker's "now" when the clock was
+    not measured."""
+    local = pendulum.now("UTC")
+    if clock is None:
+        return [(local, timedelta(0))]
+    return [(now, clock.nearest(now - local)) for now in clock.possible_nows(local)]
+
+
+def on_server_clock(snapshot: RunSnapshot, shift: timedelta) -> RunSnapshot:
+    """``snapshot`` with the times this worker noted (when each answer arrived) moved by
+    ``shift`` onto the API server's clock; the API's own times stay as they are.
+
+    :param snapshot: what the read found.
+    :param shift: the server's clock minus this worker's, within the measurement.
+    """
+    if not shift:
+        return snapshot
+    moved = {
+        instance: None if row is None else replace(row, observed_at=row.observed_at + shift)
+        for instance, row in snapshot.latest_tries.items()
+    }
+    return replace(snapshot, latest_tries=moved)
+
+
+def strictest_table(tables: Sequence[DecisionTable]) -> DecisionTable:
+    """One table from the tables decided at each possible "now": for every task
+    instance the decision that allows least (:func:`~airflow_retrywindow.timing.skew.strictest`),
+    with the fixtures that decided those and no others.
+
+    :param tables: the tables, each of the same task instances in the same order,
+        earlier "now" first.
+    """
+    if len(tables) == 1:
+        return tables[0]
+    chosen: list[tuple[int, TargetDecision]] = []
+    for rows in zip(*(table.decisions for table in tables), strict=True):
+        if len({(row.task_id, row.map_index) for row in rows}) != 1:
+            raise RetryWindowGateError(
+                "the decisions at both ends of the clock skew differ in order"
+            )
+        candidates = list(enumerate(rows))
+        chosen.append(
+            strictest(
+                candidates,
+                decision=lambda pair: pair[1].decision,
+                wait_until=lambda pair: pair[1].earliest_start,
+            )
         )
-        return GateDecision(table, snapshot.requests, snapshot.api, reader)
+    kept: dict[tuple[int, int], int] = {}
+    fixtures: list[dict[str, Any]] = []
+    decisions: list[TargetDecision] = []
+    for which, row in chosen:
+        if row.fixture is None:
+            decisions.append(row)
+            continue
+        key = (which, row.fixture)
+        if key not in kept:
+            kept[key] = len(fixtures)
+            fixtures.append(tables[which].fixtures[row.fixture])
+        decisions.append(replace(row, fixture=kept[key]))
+    return replace(tables[-1], decisions=tuple(decisions), fixtures=tuple(fixtures))
+
+
+def _clock_of(reader: GateReader) -> ClockOffset | None:
+    """The reader's measurement of the API server's clock.
+
+    Every answer of the REST reader measures it; a reader answering from memory
+    (the pipeline's tests) has none, and the worker's clock is used.
+    """
+    found = getattr(reader, "clock_offset", None)
+    return found if isinstance(found, ClockOffset) else None
 
 
 def _own_map_indexes(context: Mapping[str, Any], targets: list[Target]) -> dict[str, int]:
@@ -135,7 +240,12 @@ def _client(settings: GateSettings) -> GateReader:
     """The REST API reader of the gate's connection (no request is made yet)."""
     from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
 
-    hook = AirflowApiHook(settings.conn_id, page_size=settings.page_size, timeout=settings.timeout)
+    hook = AirflowApiHook(
+        settings.conn_id,
+        page_size=settings.page_size,
+        timeout=settings.timeout,
+        time_limit=settings.time_limit,
+    )
     return hook.get_conn()
 
 

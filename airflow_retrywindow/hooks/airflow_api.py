@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_retrywindow.configuration import api_max_response_bytes, checked_max_response_bytes
 from airflow_retrywindow.exceptions import AirflowApiError
 from airflow_retrywindow.hooks import connection_type
 from airflow_retrywindow.hooks.api_reader import (
@@ -21,6 +22,7 @@ from airflow_retrywindow.hooks.api_reader import (
     connection_url,
 )
 from airflow_retrywindow.redaction import describe_exception, safe_text
+from airflow_retrywindow.timing.time_limit import TimeLimit
 
 #: the longest message ``test_connection`` returns
 _MESSAGE_LIMIT = 1000
@@ -46,6 +48,9 @@ class AirflowApiHook(BaseHook):
     :param page_size: rows asked for per page of a listing (1 to 1000; the server may
         cap it, ``[api] maximum_page_limit``).
     :param timeout: seconds to wait for each request.
+    :param max_response_bytes: the largest answer body read (default: ``[retry_window]
+        api_max_response_bytes``).
+    :param time_limit: the time the whole decision may take, if it is limited.
     """
 
     conn_name_attr = "airflow_conn_id"
@@ -59,12 +64,20 @@ class AirflowApiHook(BaseHook):
         *,
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout: float = DEFAULT_TIMEOUT,
+        max_response_bytes: int | None = None,
+        time_limit: TimeLimit | None = None,
     ) -> None:
         super().__init__()
         check_reading_settings(page_size, timeout)
         self.airflow_conn_id = airflow_conn_id
         self.page_size = page_size
         self.timeout = timeout
+        self.max_response_bytes = (
+            api_max_response_bytes()
+            if max_response_bytes is None
+            else checked_max_response_bytes(max_response_bytes)
+        )
+        self.time_limit = time_limit
         self._api: AirflowApi | None = None
 
     @classmethod
@@ -132,6 +145,8 @@ class AirflowApiHook(BaseHook):
             ssl_ca_cert=extra.get("ssl_ca_cert") or None,
             page_size=self.page_size,
             timeout=self.timeout,
+            max_response_bytes=self.max_response_bytes,
+            time_limit=self.time_limit,
         )
 
 

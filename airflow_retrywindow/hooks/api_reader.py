@@ -36,6 +36,13 @@ request (:meth:`AirflowApi.approval`).
 
 Every failure raises :class:`AirflowApiError` naming the request and the cause,
 so a gate can refuse to decide (fail closed) and say why.
+
+What it reads is bounded: no answer body larger than ``max_response_bytes`` is
+read (the cap is enforced while the body arrives, never after), and with a
+:class:`~airflow_retrywindow.timing.time_limit.TimeLimit` every request waits at
+most the time the whole decision has left. Each answer's ``Date`` bounds how far
+the API server's clock is from this worker's (:attr:`AirflowApi.clock_offset`,
+see :mod:`~airflow_retrywindow.timing.skew`).
 """
 
 from __future__ import annotations
@@ -57,17 +64,23 @@ import pendulum
 # ``[api] maximum_page_limit`` (100 by default), and the reader follows the rows it gets
 from airflow_retrywindow.configuration import (
     DEFAULT_CONN_ID,
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_PAGE_SIZE,
     DEFAULT_TIMEOUT,
+    checked_max_response_bytes,
     checked_page_size,
     checked_timeout,
 )
-from airflow_retrywindow.exceptions import AirflowApiError
+from airflow_retrywindow.exceptions import AirflowApiError, ClockError
 from airflow_retrywindow.redaction import safe_text, without_userinfo
+from airflow_retrywindow.timing.skew import ClockOffset, server_date
+from airflow_retrywindow.timing.time_limit import TimeLimit
 
 if TYPE_CHECKING:
     from airflow_client.client import ApiClient
     from airflow_client.client.exceptions import ApiException
+    from airflow_client.client.rest import RESTClientObject, RESTResponse
+    from urllib3 import BaseHTTPResponse
 
 __all__ = [
     "DEFAULT_CONN_ID",
@@ -84,13 +97,25 @@ __all__ = [
 
 #: Airflow's marker for a pool without a limit
 UNLIMITED = -1
+#: bytes read from an answer body at a time, so the size cap and the time limit
+#: are checked while it arrives
+_CHUNK = 64 * 1024
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class TaskInstanceRow:
-    """One try of a task instance, as the API reported it.
+    """One try of a task instance, as the API reported it: the REST transport row.
+
+    It keeps Airflow's own words and is not a task as observed: what its state
+    means to the model (``failed`` may be an unknown outcome, ``skipped`` a reset
+    after an earlier try) needs the failure class the task's policy pushed to
+    XCom and whether the target is gated, which only the gate knows. The gate turns
+    it into the one observed-task type,
+    :class:`~airflow_retrywindow.timing.fixtures.TaskFacts`, in one place
+    (:func:`airflow_retrywindow.gate.observe.observe`); before that it only picks
+    which row of a task instance counts (:mod:`airflow_retrywindow.gate.read`).
 
     :param task_id: the task id.
     :param map_index: ``-1`` unless the task is mapped.
@@ -228,6 +253,10 @@ class AirflowApi:
     :param ssl_ca_cert: a CA bundle for the server's certificate.
     :param page_size: rows asked for per page (1 to 1000).
     :param timeout: seconds to wait for each request.
+    :param max_response_bytes: the largest answer body read; a larger one is refused
+        while it arrives.
+    :param time_limit: the time the whole decision may take; each request waits at
+        most the time left, and none is made once it has run out.
     """
 
     def __init__(
@@ -241,6 +270,8 @@ class AirflowApi:
         ssl_ca_cert: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout: float = DEFAULT_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        time_limit: TimeLimit | None = None,
     ) -> None:
         try:
             parts = urlsplit(base_url) if isinstance(base_url, str) else None
@@ -251,6 +282,7 @@ class AirflowApi:
                 f"the API base URL must look like http://host:port, got {safe_text(repr(base_url))}"
             )
         check_reading_settings(page_size, timeout)
+        checked_max_response_bytes(max_response_bytes)
         # the client never sends URL credentials; kept, they would reach every message
         self.base_url = without_userinfo(base_url).rstrip("/")
         self.login = login
@@ -260,8 +292,13 @@ class AirflowApi:
         self.ssl_ca_cert = ssl_ca_cert
         self.page_size = page_size
         self.timeout = float(timeout)
+        self.max_response_bytes = max_response_bytes
+        self.time_limit = time_limit
         #: requests made so far, the token request included
         self.requests = 0
+        #: the API server's clock minus this worker's, from every answer so far
+        #: (:meth:`ClockOffset.combined`); ``None`` before the first answer
+        self.clock_offset: ClockOffset | None = None
         self._api_client: ApiClient | None = None
 
     # -- the reads ---------------------------------------------------------------
@@ -528,12 +565,19 @@ class AirflowApi:
                     renewed = True
                     continue
                 raise AirflowApiError(self._refusal(where, error, renewed)) from error
+            except AirflowApiError:
+                raise  # the transport's own refusal: a cap, the time limit, the clock
             except OpenApiException as error:
                 raise AirflowApiError(
                     f"the Airflow REST API at {self.base_url} gave an unreadable answer for "
                     f"{where}: {_short(str(error))}"
                 ) from error
             except Exception as error:
+                limit = self.time_limit
+                if limit is not None and limit.expired:  # a request cut short by the limit
+                    raise AirflowApiError(
+                        f"{limit.describe()} (reading {where}: {type(error).__name__})"
+                    ) from error
                 raise AirflowApiError(
                     f"the Airflow REST API at {self.base_url} could not be reached to read "
                     f"{where} ({type(error).__name__}: {_short(str(error))}){_tls_hint(error)}"
@@ -567,6 +611,7 @@ class AirflowApi:
             config.ssl_ca_cert = self.ssl_ca_cert
             config.retries = 0  # one request per call: the count must be exact
             client = ApiClient(config)
+            client.rest_client = BoundedTransport(client.rest_client, self)  # type: ignore[assignment]
             config.access_token = self.access_token or self._token(client)
             self._api_client = client
         return self._api_client
@@ -586,6 +631,8 @@ class AirflowApi:
                 _request_timeout=self.timeout,
             )
             answer.read()
+        except AirflowApiError:
+            raise
         except Exception as error:
             raise AirflowApiError(
                 f"the Airflow REST API at {self.base_url} could not be reached to get a token "
@@ -607,6 +654,117 @@ class AirflowApi:
             raise AirflowApiError(f"POST {url} answered with an empty access_token")
         _register_secret(token)
         return token
+
+
+class BoundedTransport:
+    """The generated client's REST layer, bounded: in time, in size, and on one clock.
+
+    It stands where the client expects its ``RESTClientObject`` and hands every
+    request on, after shortening its timeout to the time the decision has left;
+    it then notes the answer's ``Date`` against this worker's clock and reads the
+    body itself, refusing one larger than the reader's cap as soon as it is.
+
+    :param inner: the client's own REST layer.
+    :param reader: the reader whose limits apply and whose clock offset is kept.
+    """
+
+    def __init__(self, inner: RESTClientObject, reader: AirflowApi) -> None:
+        self.inner = inner
+        self.reader = reader
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> RESTResponse:
+        """One request, as ``RESTClientObject.request`` makes it, with its body read."""
+        shown = f"{method} {_address(url)}"
+        own = _request_timeout if isinstance(_request_timeout, (int, float)) else None
+        timeout = self._timeout(own or self.reader.timeout, shown)
+        sent = _now()
+        answer: RESTResponse = self.inner.request(  # type: ignore[no-untyped-call]
+            method, url, headers, body, post_params, _request_timeout=timeout
+        )
+        received = _now()
+        self._note_clock(sent, received, answer.headers.get("Date"))
+        answer.data = self._body(answer.response, shown)  # type: ignore[assignment]
+        return answer
+
+    def _timeout(self, own: float, shown: str) -> float:
+        limit = self.reader.time_limit
+        if limit is None:
+            return own
+        timeout = limit.request_timeout(own)
+        if timeout is None:
+            raise AirflowApiError(
+                f"{limit.describe()} (no time was left for {shown} after "
+                f"{self.reader.requests - 1} requests)"
+            )
+        return timeout
+
+    def _note_clock(
+        self, sent: pendulum.DateTime, received: pendulum.DateTime, date: str | None
+    ) -> None:
+        """Keep what every answer so far says of the server's clock, together."""
+        source = f"the Airflow REST API at {self.reader.base_url}"
+        try:
+            found = ClockOffset.measured(sent, received, server_date(date, source), source)
+        except ClockError as error:
+            raise AirflowApiError(str(error)) from error
+        known = self.reader.clock_offset
+        self.reader.clock_offset = found if known is None else known.combined(found)
+
+    def _body(self, response: BaseHTTPResponse, shown: str) -> bytes:
+        """The whole body, read a chunk at a time; refused once it passes the cap."""
+        cap = self.reader.max_response_bytes
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > cap:
+            self._drop(response)
+            raise AirflowApiError(self._too_large(shown, f"declares {int(declared)} bytes"))
+        chunks: list[bytes] = []
+        size = 0
+        limit = self.reader.time_limit
+        while True:
+            if limit is not None and limit.expired:
+                self._drop(response)
+                raise AirflowApiError(f"{limit.describe()} (while reading the answer to {shown})")
+            chunk = response.read(min(_CHUNK, cap + 1 - size))
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > cap:
+                self._drop(response)
+                raise AirflowApiError(self._too_large(shown, f"sent more than {cap} bytes"))
+            chunks.append(chunk)
+        response.release_conn()
+        return b"".join(chunks)
+
+    def _too_large(self, shown: str, what: str) -> str:
+        cap = self.reader.max_response_bytes
+        return (
+            f"the answer to {shown} {what}, more than the {cap} bytes a gate reads "
+            "([retry_window] api_max_response_bytes), so it was not read: ask for smaller "
+            "pages (page_size) or raise api_max_response_bytes"
+        )
+
+    @staticmethod
+    def _drop(response: BaseHTTPResponse) -> None:
+        # the rest of the body is never read: the connection cannot be used again
+        response.close()
+        response.release_conn()
+
+
+def _address(url: str) -> str:
+    """A request's address as messages show it: no credentials, no query, masked, capped."""
+    try:
+        parts = urlsplit(without_userinfo(url))
+    except ValueError:
+        return safe_text(url, limit=200)
+    return safe_text(parts._replace(query="", fragment="").geturl(), limit=200)
 
 
 def _register_secret(token: str) -> None:

@@ -15,6 +15,14 @@ When the outcome is unknown and the operator is a resumable job (Airflow's
 operator (:mod:`airflow_retrywindow.policies.reconcile`) and decides on what it
 found: reconnect to a running job, collect a succeeded one, or treat a failed one
 as the confirmed failure it is.
+
+The deadline is on the API server's clock (the data interval, an absolute time);
+"now" is this worker's. Each decision first measures how far the two disagree
+(:mod:`airflow_retrywindow.policies.server_clock`): beyond ``[retry_window]
+clock_skew_tolerance`` the retry is refused (a ``gate-error`` naming the clock
+that runs ahead and by how much); within it the model decides at the earliest and
+the latest "now" either clock may mean and the stricter answer is kept
+(:func:`~airflow_retrywindow.timing.skew.strictest`).
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import RetryDecision, RetryPolicy
 
-from airflow_retrywindow import metrics
+from airflow_retrywindow import configuration, metrics
 from airflow_retrywindow.model import Decision, Fixture, TaskDecision, TaskState, decide
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies.failures import Classifier, ExceptionSpec
@@ -39,6 +47,7 @@ from airflow_retrywindow.policies.reconcile import (
     StatusReader,
     resumable,
 )
+from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
@@ -49,6 +58,7 @@ from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.jitter import Jitter, TryKey
 from airflow_retrywindow.timing.reasons import MAX_REASON, reason
 from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
+from airflow_retrywindow.timing.skew import strictest
 from airflow_retrywindow.timing.work import Work
 
 log = logging.getLogger(__name__)
@@ -92,6 +102,28 @@ class Failure:
         if self.job is not None:
             return pendulum.instance(self.job.finished_at) if self.job.finished_at else None
         return None if self.failure == UNKNOWN else now
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """The model's answer for one failure at one possible "now" of the server's clock.
+
+    :param fixture: the fixture, on its clock.
+    :param typed: the fixture as the model read it.
+    :param result: the model's whole verdict, JSON-ready.
+    :param decided: the one task's decision.
+    """
+
+    fixture: ClockedFixture
+    typed: Fixture
+    result: dict[str, Any]
+    decided: TaskDecision
+
+    @property
+    def wait_until(self) -> pendulum.DateTime | None:
+        """When the decided wait ends, if one is scheduled."""
+        at = self.decided.earliest_start
+        return self.fixture.clock.at(at) if at is not None else None
 
 
 @dataclass(frozen=True)
@@ -255,29 +287,32 @@ class RetryWindowPolicy(RetryPolicy):
         *,
         check: str = "retry-policy",
     ) -> Decided:
-        now = pendulum.now("UTC")
+        tolerance = timedelta(seconds=configuration.clock_skew_tolerance())
+        clock = server_clock(tolerance).check(tolerance)  # too far apart: refused, naming it
+        local = pendulum.now("UTC")
         due = self.deadline.resolve(context)
         settings, spread = self._spread(settings, failed, context)
-        facts = TaskFacts(
-            task_id=settings.task_id,
-            state=failed.state,
-            attempts=failed.attempts,
-            observed_at=pendulum.instance(failed.job.read_at) if failed.job else now,
-            finished_at=failed.finished_at(now),
-            work=self.work,
+        chosen = strictest(
+            [
+                self._evaluate_at(
+                    failed,
+                    settings,
+                    now=now,
+                    shift=clock.nearest(now - local),
+                    due=due,
+                    context=context,
+                )
+                for now in clock.possible_nows(local)
+            ],
+            decision=lambda evaluated: evaluated.decided.decision,
+            wait_until=lambda evaluated: evaluated.wait_until,
         )
-        fixture = ClockedFixture.build(
-            as_of=now,
-            deadline=due,
-            max_observation_age=self.max_observation_age,
-            settings=settings,
-            tasks=[facts],
-            origin=context.get("data_interval_start"),
+        fixture, typed, result, decided = (
+            chosen.fixture,
+            chosen.typed,
+            chosen.result,
+            chosen.decided,
         )
-        typed = Fixture.from_dict(fixture.payload)
-        verdict = decide(typed)
-        result = verdict.to_dict()
-        (decided,) = verdict.tasks
         entry = decided.to_dict()
         text = reason(
             decided,
@@ -311,6 +346,7 @@ class RetryWindowPolicy(RetryPolicy):
                     "deadline": self.deadline.describe(),
                     "deadlineAt": due.isoformat(),
                     "check": check,
+                    "clock": clock.as_dict(),
                     **spread,
                     **({"reconciliation": failed.job.as_dict()} if failed.job else {}),
                 },
@@ -320,6 +356,42 @@ class RetryWindowPolicy(RetryPolicy):
             context, entry, fixture.payload, by=check, failure=failed.recorded_failure
         )
         return Decided(airflow=decision, start=start)
+
+    def _evaluate_at(
+        self,
+        failed: Failure,
+        settings: RetrySettings,
+        *,
+        now: pendulum.DateTime,
+        shift: timedelta,
+        due: pendulum.DateTime,
+        context: Mapping[str, Any],
+    ) -> Evaluated:
+        """The model's answer with "now" at ``now`` on the server's clock.
+
+        :param shift: the server's clock minus this worker's, within the measurement:
+            it moves the times this worker noted (a job read) onto the server's clock.
+        """
+        facts = TaskFacts(
+            task_id=settings.task_id,
+            state=failed.state,
+            attempts=failed.attempts,
+            observed_at=pendulum.instance(failed.job.read_at) + shift if failed.job else now,
+            finished_at=failed.finished_at(now),
+            work=self.work,
+        )
+        fixture = ClockedFixture.build(
+            as_of=now,
+            deadline=due,
+            max_observation_age=self.max_observation_age,
+            settings=settings,
+            tasks=[facts],
+            origin=context.get("data_interval_start"),
+        )
+        typed = Fixture.from_dict(fixture.payload)
+        verdict = decide(typed)
+        (decided,) = verdict.tasks
+        return Evaluated(fixture, typed, verdict.to_dict(), decided)
 
     def _spread(
         self, settings: RetrySettings, failed: Failure, context: Mapping[str, Any]

@@ -4,11 +4,22 @@ A person clears the guarded work; the gate decides the repeat from the real
 task instances and the evidence the retry policy left, map index by map index
 for a mapped load and a load in a mapped task group. A deferrable sensor waits
 out a backoff in the triggerer, holding no worker slot, then lets the retry run.
+
+One clock: the gate and the retry policy run in a process whose clock Debian's
+``faketime`` sets ahead of or behind this API server's, and measure the skew
+against it: beyond the tolerance they refuse, naming the clock and the amount;
+within it they keep the stricter decision of the two clocks.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,3 +190,191 @@ def test_a_cleared_mapped_repeat_is_decided_per_map_index_and_skipped(
         ]  # fmt: skip
     # the token, the listing, the earlier tries of each cleared map index, XCom keys, pools
     assert held["requests"] == 1 + 1 + 6 + 1 + 1
+
+
+# -- one clock: a worker whose clock runs ahead of or behind the API server's ------------------
+
+#: the gate and the policy as a worker runs them, in a process of its own (its clock faked);
+#: argv[1]: the cases, each {"what": "gate" | "policy", ...}; prints one JSON line per case
+SKEWED_WORKER = textwrap.dedent(
+    """
+    import json, select, sys
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    import pendulum
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import DAG, BaseOperator
+
+    from airflow_retrywindow import Deadline, RetryWindowPolicy, Work
+    from airflow_retrywindow.exceptions import RetryWindowGateError
+    from airflow_retrywindow.gate import run as gate_run
+
+    START = pendulum.datetime(2026, 1, 1, tz="UTC")
+
+
+    def gate(case):
+        delay = timedelta(seconds=case.get("retry_delay", 30))
+        with DAG(case["dag_id"], schedule=None, start_date=START) as dag:
+            BaseOperator(task_id="append", retries=1, retry_delay=delay)
+        late = None
+        if case.get("start_at"):  # wait until this worker's clock reads it
+            start_at = pendulum.parse(case["start_at"])
+            late = (pendulum.now("UTC") - start_at).total_seconds()
+            while pendulum.now("UTC") < start_at:
+                # faketime with a real monotonic clock fails time.sleep (EINVAL)
+                select.select([], [], [], 0.05)
+        work = Work(duration=timedelta(minutes=2), validation=timedelta(seconds=30),
+                    safe_repeat=True)
+        settings = gate_run.GateSettings(
+            targets={"append": work},
+            deadline=Deadline.at(pendulum.now("UTC").add(seconds=case["deadline_in"])),
+            max_observation_age=3600, conn_id="rw_skewed", page_size=100, timeout=10,
+        )
+        context = {"dag": dag, "dag_run": SimpleNamespace(run_id=case["run_id"])}
+        local = pendulum.now("UTC").isoformat()
+        try:
+            row = gate_run.decide_run(settings, context).table.decision("append")
+        except RetryWindowGateError as error:
+            return {"refused": str(error), "local": local}
+        start = row.earliest_start.isoformat() if row.earliest_start else None
+        return {"decision": row.decision, "earliestStart": start, "local": local, "late": late}
+
+
+    def policy(case):
+        deadline = pendulum.now("UTC").add(seconds=case["deadline_in"])
+        gated = RetryWindowPolicy(deadline=deadline, duration=120, validation=30,
+                                  safe_repeat=True)
+        with DAG("rw_skewed_policy", schedule=None, start_date=START):
+            task = PythonOperator(task_id="load", python_callable=print, retries=2,
+                                  retry_delay=timedelta(seconds=2), retry_policy=gated)
+        now = pendulum.now("UTC")
+        context = {"task": task, "data_interval_start": now, "data_interval_end": now}
+        decision = gated.evaluate(ConnectionError("reset"), 1, 2, context)
+        return {"action": decision.action.value, "reason": decision.reason}
+
+
+    for case in json.loads(sys.argv[1]):
+        print(json.dumps({"gate": gate, "policy": policy}[case["what"]](case)), flush=True)
+    """
+)
+
+
+def _skewed_worker(
+    stack: AirflowStack, shift: str, cases: list[dict[str, Any]], **settings: str
+) -> list[dict[str, Any]]:
+    """Run ``cases`` in a worker whose clock runs ``shift`` (``-60s``) off the API server's."""
+    faketime = shutil.which("faketime")
+    if faketime is None:
+        pytest.skip("needs Debian's faketime (devstack/install_system_packages.sh installs it)")
+    connection = {"conn_type": "retrywindow_airflow_api", "host": stack.url,
+                  "login": "admin", "password": "admin"}  # fmt: skip
+    env = {
+        **os.environ,
+        # timeouts keep running on the real monotonic clock
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "AIRFLOW_CONN_RW_SKEWED": json.dumps(connection),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{stack.url}/execution/",
+        **{f"AIRFLOW__RETRY_WINDOW__{name.upper()}": value for name, value in settings.items()},
+    }
+    done = subprocess.run(
+        [faketime, "-f", shift, sys.executable, "-c", SKEWED_WORKER, json.dumps(cases)],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and len(lines) == len(cases), done.stdout + done.stderr
+    return [json.loads(line) for line in lines]
+
+
+def _failed_append(stack: AirflowStack, logical_date: str) -> tuple[str, pendulum.DateTime]:
+    """A new run whose ``append`` failed: its run id and when it ended (the server's clock)."""
+    run_id = stack.trigger("rw_gate_defer", conf={}, logical_date=logical_date)
+    deadline = time.monotonic() + 120
+    while stack.task_states("rw_gate_defer", run_id).get("append", (None, 0))[0] != "failed":
+        assert time.monotonic() < deadline, stack.log_tails()
+        time.sleep(0.5)
+    ended = stack.rows(
+        "select end_date from task_instance where dag_id='rw_gate_defer' and run_id=:r "
+        "and task_id='append'",
+        r=run_id,
+    )[0][0]
+    return run_id, _when(ended)
+
+
+@pytest.fixture(scope="module")
+def failed_append(stack: AirflowStack) -> tuple[str, pendulum.DateTime]:
+    return _failed_append(stack, "2026-11-20")
+
+
+@pytest.mark.parametrize(
+    ("shift", "ahead", "behind"),
+    [("-60s", "the API server's (the Airflow {api} at {url})", "this worker's"),
+     ("+60s", "this worker's", "the API server's (the Airflow {api} at {url})")],
+)  # fmt: skip
+def test_a_worker_clock_beyond_the_tolerance_is_refused_naming_the_clock_and_the_amount(
+    stack: AirflowStack,
+    failed_append: tuple[str, pendulum.DateTime],
+    shift: str,
+    ahead: str,
+    behind: str,
+) -> None:
+    run_id, _ = failed_append
+    gate, policy = _skewed_worker(
+        stack,
+        shift,
+        [{"what": "gate", "dag_id": "rw_gate_defer", "run_id": run_id, "deadline_in": 6 * 3600},
+         {"what": "policy", "deadline_in": 6 * 3600}],
+    )  # fmt: skip
+    for found, api, url in (
+        (gate["refused"], "REST API", stack.url),
+        (policy["reason"], "API server", f"{stack.url}/execution/"),
+    ):
+        first, second = (re.escape(side.format(api=api, url=url)) for side in (ahead, behind))
+        # the Date header has whole seconds: "about" is 60 s give or take one
+        assert re.search(rf"{first} clock runs about (59|60|61) s ahead of {second}", found), found
+        assert "tolerance of 5 s ([retry_window] clock_skew_tolerance)" in found
+    assert gate["refused"].startswith("the retry window gate could not decide")
+    assert policy["action"] == "fail" and policy["reason"].startswith("gate-error:")
+
+
+def test_a_worker_behind_within_the_tolerance_meets_the_deadline_on_the_servers_clock(
+    stack: AirflowStack, failed_append: tuple[str, pendulum.DateTime]
+) -> None:
+    run_id, _ = failed_append
+    # on the worker's clock, 6 s behind, each retry fits with 3 s to spare: on the
+    # server's, which the run's times are on, neither does
+    gate, policy = _skewed_worker(
+        stack,
+        "-6s",
+        [{"what": "gate", "dag_id": "rw_gate_defer", "run_id": run_id, "deadline_in": 150 + 3},
+         {"what": "policy", "deadline_in": 2 + 150 + 3}],
+        clock_skew_tolerance="10",
+    )  # fmt: skip
+    assert gate["decision"] == "deadline-infeasible", gate
+    assert policy["action"] == "fail", policy
+    assert policy["reason"].startswith("deadline-infeasible"), policy
+
+
+def test_a_worker_ahead_within_the_tolerance_keeps_the_stricter_clocks_decision(
+    stack: AirflowStack,
+) -> None:
+    run_id, ended = _failed_append(stack, "2026-11-21")
+    # the worker's clock, 6 s ahead, reads the 45 s backoff's end 2 s after the fact
+    # while on the server's it has 4 s to run; its deadline, a retry's length less
+    # 3 s away on the worker's clock, fits only on the server's
+    start_at = ended.add(seconds=45 + 2)
+    gate, policy = _skewed_worker(
+        stack,
+        "+6s",
+        [{"what": "gate", "dag_id": "rw_gate_defer", "run_id": run_id, "deadline_in": 3600,
+          "start_at": start_at.isoformat(), "retry_delay": 45},
+         {"what": "policy", "deadline_in": 2 + 150 - 3}],
+        clock_skew_tolerance="10",
+    )  # fmt: skip
+    assert gate["late"] < 0, f"the worker started {gate['late']} s too late to test this"
+    assert _when(gate["local"]) >= ended.add(seconds=45)  # the worker's clock: over
+    assert gate["decision"] == "wait-backoff", gate  # the server's: not yet
+    assert gate["earliestStart"] is not None
+    assert _when(gate["earliestStart"]) >= ended.add(seconds=45)
+    # the stricter of the two clocks: the worker's, on which the retry is too late
+    assert (policy["action"], policy["reason"].split(":")[0]) == ("fail", "deadline-infeasible")

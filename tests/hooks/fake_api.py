@@ -4,14 +4,23 @@ It answers the reads the hook makes, with JSON shaped like the API server's
 (the ``apache-airflow-client`` models parse it strictly), pages listings by
 ``total_entries``, issues JWT-like tokens at ``POST /auth/token``, refuses stale
 ones with 401, and records every request. With a TLS context it serves https.
+
+Hostile answers, for the reader's bounds: a ``Date`` from a clock running
+``clock_shift`` seconds off (or noted ``stale_by`` seconds early for the next
+``stale_answers`` answers), answers sent after ``delay`` seconds, bodies padded by
+``padding`` bytes, sent a byte every ``dribble`` seconds, or never ending
+(``endless``).
 """
 
 from __future__ import annotations
 
+import email.utils
 import itertools
 import json
 import ssl
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -120,6 +129,20 @@ class FakeAirflowApi:
     valid_tokens: set[str] = field(default_factory=set)
     #: when set, no token is ever accepted (a server whose signing key differs)
     refuse_every_token: bool = False
+    #: seconds the server's clock (its ``Date`` header) runs ahead of the real one
+    clock_shift: float = 0.0
+    #: seconds each answer waits before it is sent
+    delay: float = 0.0
+    #: bytes of padding added to each JSON answer (a field the client ignores)
+    padding: int = 0
+    #: seconds between the bytes of an answer's body; 0 sends it at once
+    dribble: float = 0.0
+    #: when set, every answer's body never ends (no Content-Length)
+    endless: bool = False
+    #: how many of the next answers carry a Date noted ``stale_by`` seconds early
+    #: (a server whose event loop was busy, as uvicorn's Date cache can be)
+    stale_answers: int = 0
+    stale_by: float = 10.0
     received: list[Request] = field(default_factory=list)
     _numbers: Iterator[int] = field(default_factory=itertools.count)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -201,6 +224,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        # the Date header, from the server's own (possibly skewed) clock
+        api = self.server.api
+        shifted = (time.time() if timestamp is None else timestamp) + api.clock_shift
+        if api.stale_answers > 0:
+            api.stale_answers -= 1
+            shifted -= api.stale_by
+        return email.utils.formatdate(shifted, usegmt=True)
+
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -216,18 +248,51 @@ class _Handler(BaseHTTPRequestHandler):
             body,
             self.headers.get("Authorization"),
         )
-        status, payload = self.server.api.answer(request)
+        api = self.server.api
+        status, payload = api.answer(request)
+        if api.padding and isinstance(payload, dict):
+            payload = {**payload, "padding": "x" * api.padding}
         data = json.dumps(payload).encode()
+        time.sleep(api.delay)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        if api.endless:
+            self._send_forever()
+            return
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            if not api.dribble:
+                self.wfile.write(data)
+                return
+            for byte in data:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(api.dribble)
+        except OSError:  # the reader hung up: what it was sent was enough
+            self.close_connection = True
+
+    def _send_forever(self) -> None:
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        chunk = b"[" + b" " * 65536
+        try:
+            while True:
+                self.wfile.write(chunk)
+        except OSError:  # the reader hung up, as it should
+            return
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     api: FakeAirflowApi
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a reader that hangs up early (a refused body, a clock probe) is no error here
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 @dataclass

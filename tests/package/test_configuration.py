@@ -27,8 +27,10 @@ from airflow_retrywindow import (
     RetryWindowGateOperator,
     RetryWindowPolicy,
     RetryWindowSensor,
+    configuration,
 )
 from airflow_retrywindow.configuration import OPTIONS, SECTION
+from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
 from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.policies.cluster_policy import task_policy
 from airflow_retrywindow.policies.retry_start import RetryStartCheck
@@ -164,6 +166,39 @@ def test_a_bad_value_names_the_option_and_the_value(
     monkeypatch.setenv(env(option), value)
     with pytest.raises(ValueError, match=rf"\[retry_window\] {option} = '{value.strip()}'"):
         gate_and_sensor()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("clock_skew_tolerance", "-1"), ("clock_skew_tolerance", "301"),
+     ("clock_skew_tolerance", "soon"), ("api_max_response_bytes", "10"),
+     ("api_max_response_bytes", "16MB"), ("gate_timeout", "0"), ("gate_timeout", "inf")],
+)  # fmt: skip
+def test_a_bad_clock_size_or_time_limit_names_the_option_and_the_value(
+    monkeypatch: pytest.MonkeyPatch, option: str, value: str
+) -> None:
+    monkeypatch.setenv(env(option), value)
+    with pytest.raises(ValueError, match=rf"\[retry_window\] {option} = '{value}' is not valid"):
+        getattr(configuration, option)()
+
+
+def test_the_clock_tolerance_size_cap_and_gate_timeout_come_from_the_section(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for option in ("clock_skew_tolerance", "api_max_response_bytes", "gate_timeout"):
+        monkeypatch.delenv(env(option), raising=False)
+    assert configuration.clock_skew_tolerance() == 5.0
+    assert configuration.api_max_response_bytes() == 16 * 1024 * 1024
+    assert configuration.gate_timeout() == 300.0
+    monkeypatch.setenv(env("clock_skew_tolerance"), "0")
+    monkeypatch.setenv(env("api_max_response_bytes"), "4096")
+    monkeypatch.setenv(env("gate_timeout"), "12.5")
+    assert configuration.clock_skew_tolerance() == 0.0
+    assert configuration.gate_timeout() == 12.5
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_RW_SETTINGS_API", '{"conn_type": "http", "host": "http://api"}'
+    )
+    assert AirflowApiHook("rw_settings_api").get_conn().max_response_bytes == 4096
 
 
 def test_the_links_address_starts_from_the_view_base_url(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,162 @@
+"""The API server's clock, as the retry policy measures it in the worker.
+
+The policy decides in the task's own process, which talks to Airflow only
+through its supervisor and sees none of the supervisor's HTTP answers. So it
+asks the execution API server once itself (``[core] execution_api_server_url``)
+and takes the ``Date`` of whatever it answers (a 404 or a 405 carries one too),
+within a short timeout (:data:`~airflow_retrywindow.configuration.SERVER_CLOCK_TIMEOUT`).
+TLS is set up as the task SDK sets up its own client: ``[api] ssl_ca_file``,
+``[api] ssl_cert``, ``[api] client_ssl_cert``/``client_ssl_key``.
+
+Two cases need no request:
+
+* a task run by ``dag.test()`` talks to an execution API served in its own
+  process (the task SDK's ``InProcessSupervisorComms``): the server's clock is
+  this process's;
+* the policy called outside any task run (no supervisor at all: a test, a
+  replay) with no ``[core] execution_api_server_url`` set: there is no server to
+  ask, and this process's clock is taken as the only one.
+
+A server may send a ``Date`` noted a moment before it answers (uvicorn renews it
+once a second from its event loop, later when the loop is busy), which makes this
+worker's clock look ahead. So before that verdict stands, the server is asked
+again, after a pause, up to :data:`CONFIRMATIONS` times, and the answers are taken
+together (:meth:`~airflow_retrywindow.timing.skew.ClockOffset.combined`).
+
+Any other failure to read the server's clock raises
+:class:`~airflow_retrywindow.exceptions.ClockError` naming the URL and the
+cause: the policy then cannot evaluate, and refuses (``on_error="fail"``).
+"""
+
+from __future__ import annotations
+
+import ssl
+import sys
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+
+from airflow_retrywindow.configuration import SERVER_CLOCK_TIMEOUT
+from airflow_retrywindow.exceptions import ClockError
+from airflow_retrywindow.redaction import describe_exception, safe_text, without_userinfo
+from airflow_retrywindow.timing.skew import ClockOffset, server_date
+
+#: what a measurement of the in-process execution API is called in the evidence
+IN_PROCESS = "the execution API in this process (dag.test)"
+#: what it is called when the policy runs outside any task run
+NO_SERVER = "this process's clock (no task runner, no [core] execution_api_server_url)"
+#: how many more times the server is asked before this worker's clock is found ahead
+CONFIRMATIONS = 2
+#: the pause before asking again: longer than a server takes to renew its Date
+CONFIRMATION_PAUSE = 1.2
+
+
+def server_clock(tolerance: timedelta, timeout: float = SERVER_CLOCK_TIMEOUT) -> ClockOffset:
+    """How far the execution API server's clock is from this worker's.
+
+    :param tolerance: how far the clocks may disagree; a measurement that finds this
+        worker's clock ahead by more is confirmed before it is returned.
+    :param timeout: seconds to wait for each answer of the server.
+    :raises ClockError: when the server's clock cannot be read.
+    """
+    comms = _supervisor_comms()
+    if _in_process(comms):
+        return ClockOffset.same_clock(IN_PROCESS)
+    url = execution_api_url(in_task_run=comms is not None)
+    if url is None:
+        return ClockOffset.same_clock(NO_SERVER)
+    found = measure(url, timeout)
+    for _ in range(CONFIRMATIONS):
+        if found.high >= -tolerance:
+            break
+        # not time.sleep: an Event's wait keeps working under a faked clock (faketime)
+        threading.Event().wait(CONFIRMATION_PAUSE)
+        found = found.combined(measure(url, timeout))
+    return found
+
+
+def measure(url: str, timeout: float) -> ClockOffset:
+    """The offset one request to ``url`` bounds; its body is never read.
+
+    :param url: any address of the server; every answer carries its ``Date``.
+    :param timeout: seconds to wait for the answer.
+    :raises ClockError: when no answer came or it carried no usable ``Date``.
+    """
+    import httpx
+
+    shown = safe_text(without_userinfo(url), limit=200)
+    source = f"the Airflow API server at {shown}"
+    try:
+        with httpx.Client(verify=_tls(), cert=_client_cert(), timeout=timeout) as client:
+            sent = _now()
+            with client.stream("GET", url, follow_redirects=False) as answer:
+                received = _now()
+                date = answer.headers.get("Date")
+    except Exception as error:
+        raise ClockError(
+            f"the API server's clock could not be read at {shown} ({describe_exception(error)}) "
+            f"within {timeout:g} s, so this worker's clock cannot be checked against it; "
+            "check [core] execution_api_server_url and that the server is reachable"
+        ) from error
+    return ClockOffset.measured(sent, received, server_date(date, source), source)
+
+
+def execution_api_url(*, in_task_run: bool) -> str | None:
+    """The execution API server's URL, as the executors resolve it.
+
+    ``[core] execution_api_server_url``, else ``[api] base_url`` + ``/execution/``
+    (``http://localhost:8080`` when that is unset or a path). Outside a task run,
+    only an explicit ``execution_api_server_url`` counts (``None`` otherwise).
+
+    :param in_task_run: whether a task runner's supervisor is running this task.
+    """
+    from airflow.sdk import conf
+
+    explicit = conf.get("core", "execution_api_server_url", fallback=None)
+    if explicit:
+        return str(explicit)
+    if not in_task_run:
+        return None
+    base = str(conf.get("api", "base_url", fallback="/") or "/")
+    if base.startswith("/"):
+        base = f"http://localhost:8080{base}"
+    return f"{base.rstrip('/')}/execution/"
+
+
+def _supervisor_comms() -> Any:
+    """The task runner's channel to its supervisor; ``None`` outside a task run."""
+    runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
+    return getattr(runner, "SUPERVISOR_COMMS", None) if runner is not None else None
+
+
+def _in_process(comms: Any) -> bool:
+    """Whether the supervisor is ``dag.test()``'s, with its execution API in this process."""
+    # only dag.test() loads the in-process supervisor; no import when it is not loaded
+    supervisor = sys.modules.get("airflow.sdk.execution_time.supervisor")
+    in_process = getattr(supervisor, "InProcessSupervisorComms", None)
+    return in_process is not None and isinstance(comms, in_process)
+
+
+def _tls() -> ssl.SSLContext:
+    from airflow.sdk import conf
+
+    context = ssl.create_default_context(cafile=conf.get("api", "ssl_ca_file", fallback=None))
+    extra = conf.get("api", "ssl_cert", fallback=None)
+    if extra:
+        context.load_verify_locations(extra)
+    return context
+
+
+def _client_cert() -> tuple[str, str] | None:
+    from airflow.sdk import conf
+
+    cert = conf.get("api", "client_ssl_cert", fallback=None)
+    key = conf.get("api", "client_ssl_key", fallback=None)
+    return (str(cert), str(key)) if cert and key else None
+
+
+def _now() -> pendulum.DateTime:
+    return pendulum.from_timestamp(time.time(), tz="UTC")
