@@ -585,15 +585,11 @@ def _joined(*problems: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class _Decided:
-    """A stored fixture, its stored result, and the model's answer on it again."""
+    """A stored fixture read and replayed, and the one task of it a row shows."""
 
-    fixture: Fixture
-    payload: Mapping[str, Any]
-    result: Mapping[str, Any]
-    clock: Clock
+    stored: StoredFixture
     replayed: TaskDecision
     stored_decision: str
-    replays: bool
 
     @classmethod
     def of(cls, stored: object, *, model_id: object) -> _Decided:
@@ -604,15 +600,15 @@ class _Decided:
         """
         found = StoredFixture.of(stored)
         replayed = found.task(model_id)
-        return cls(
-            fixture=found.fixture,
-            payload=found.payload,
-            result=found.result,
-            clock=found.clock,
-            replayed=replayed,
-            stored_decision=shown(found.stored_decision(replayed.id)),
-            replays=found.replays,
-        )
+        return cls(found, replayed, shown(found.stored_decision(replayed.id)))
+
+    @property
+    def fixture(self) -> Fixture:
+        return self.stored.fixture
+
+    @property
+    def clock(self) -> Clock:
+        return self.stored.clock
 
     @property
     def task_attempts(self) -> int:
@@ -630,9 +626,9 @@ class _Decided:
             name=name,
             filename=fixture_filename(owner, map_index, suffix),
             origin=self.clock.iso(),
-            fixture=self.payload,
-            result=self.result,
-            replays=self.replays,
+            fixture=self.stored.payload,
+            result=self.stored.result,
+            replays=self.stored.replays,
         )
 
     def timeline(self) -> Timeline:
@@ -650,7 +646,7 @@ class _Decided:
         return task_id + text[len(model_id) :] if text.startswith(f"{model_id}:") else text
 
     def mismatch(self) -> str | None:
-        if self.replays:
+        if self.stored.replays:
             return None
         return (
             "the stored result is not what the stored fixture gives today "
