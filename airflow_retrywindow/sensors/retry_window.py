@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,12 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 _UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
+#: A deferrable sensor sleeps a wait shorter than this in the worker instead of deferring
+#: it. Deferring costs a round trip through the triggerer and the scheduler, and Airflow
+#: 3.3.2 fails a task whose trigger fires before the scheduler has taken in the exit of the
+#: try that deferred (seen a few seconds after it under load: "finished with state success,
+#: but the task instance's state attribute is queued").
+SHORT_WAIT = timedelta(seconds=10)
 
 
 class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
@@ -46,7 +53,8 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
     * ``wait-backoff`` - the sensor waits until the model's ``earliestStart``,
       then evaluates again with fresh observations. Deferrable by default: the
       wait happens in the triggerer (``DateTimeTrigger``) and holds no worker
-      slot; with ``deferrable=False`` the ``poke`` and ``reschedule`` modes sleep
+      slot (a wait shorter than :data:`SHORT_WAIT`, 10 s, is slept in the
+      worker instead); with ``deferrable=False`` the ``poke`` and ``reschedule`` modes sleep
       or reschedule until that time;
     * anything else (or a pool that can never hold the target, or an exceeded
       budget) - the sensor short-circuits: its downstream tasks are skipped, the
@@ -179,27 +187,35 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
     def _decide_or_defer(
         self, context: Context, *, started: pendulum.DateTime, waits: list[dict[str, Any]]
     ) -> Any:
-        decided = self._decide_now(context)
-        # a mapped target waits for the map index whose backoff ends last
-        row = decided.table.longest_wait(self.target)
-        if row is None or row.earliest_start is None:
-            return self._finish(
-                context, self._sensor_record(context, decided, waits=waits, started=started)
-            )
-        until = row.earliest_start
-        time_limit = started.add(seconds=self.timeout)
-        if until > time_limit:
+        while True:
+            decided = self._decide_now(context)
+            # a mapped target waits for the map index whose backoff ends last
+            row = decided.table.longest_wait(self.target)
+            if row is None or row.earliest_start is None:
+                return self._finish(
+                    context, self._sensor_record(context, decided, waits=waits, started=started)
+                )
+            until = row.earliest_start
+            time_limit = started.add(seconds=self.timeout)
+            if until > time_limit:
+                record = self._sensor_record(context, decided, waits=waits, started=started)
+                context["ti"].xcom_push(key="return_value", value={**record, "action": "timeout"})
+                self._time_out(
+                    f"Sensor has timed out: the backoff of {row.label} ends at "
+                    f"{until.format(_UTC)}, after the sensor's timeout at "
+                    f"{time_limit.format(_UTC)}"
+                )
+            at = decided.table.as_of.format(_UTC)
+            waits.append({"at": at, "until": until.format(_UTC), "reason": row.blockers()[0]})
             record = self._sensor_record(context, decided, waits=waits, started=started)
-            context["ti"].xcom_push(key="return_value", value={**record, "action": "timeout"})
-            self._time_out(
-                f"Sensor has timed out: the backoff of {row.label} ends at "
-                f"{until.format(_UTC)}, after the sensor's timeout at {time_limit.format(_UTC)}"
-            )
-        at = decided.table.as_of.format(_UTC)
-        waits.append({"at": at, "until": until.format(_UTC), "reason": row.blockers()[0]})
-        record = self._sensor_record(context, decided, waits=waits, started=started)
-        # visible while deferred, and read back on resume (next_kwargs are not kept by dag.test)
-        context["ti"].xcom_push(key="return_value", value=record)
+            # visible while waiting, and read back on resume (dag.test keeps no next_kwargs)
+            context["ti"].xcom_push(key="return_value", value=record)
+            left = until - pendulum.now("UTC")
+            if left >= SHORT_WAIT:
+                break
+            self.log.info("%s; waiting here until %s", safe_json(row.reason), until.format(_UTC))
+            # an Event's wait, not time.sleep: it also works on a faked clock (faketime)
+            threading.Event().wait(max(left.total_seconds(), 0.0))
         self.log.info("%s; deferring until %s", safe_json(row.reason), until.format(_UTC))
         self.defer(
             trigger=DateTimeTrigger(moment=until),

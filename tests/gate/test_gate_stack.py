@@ -137,7 +137,7 @@ def test_a_deferred_sensor_holds_no_worker_slot_and_resumes_after_the_backoff(
             r=run_id,
         )
     }
-    backoff_over = times["append"][1].add(seconds=10)
+    backoff_over = times["append"][1].add(seconds=25)
     assert times["retry"][0] >= backoff_over
     record = _record(stack, "rw_gate_defer", run_id, "wait")
     assert record["decisions"][0]["decision"] == "retry-eligible"

@@ -49,7 +49,11 @@ def _record(run_id: str, task_id: str) -> dict[str, Any]:
     return found
 
 
-@pytest.mark.parametrize("mode", ["deferred", "poke", "reschedule"])
+#: each mode's backoff in the DAG (rw_gate_sensor.py)
+BACKOFF_SECONDS = {"deferred": 20, "short": 5, "poke": 5, "reschedule": 5}
+
+
+@pytest.mark.parametrize("mode", list(BACKOFF_SECONDS))
 def test_the_retry_runs_once_the_backoff_is_over(run: tuple[str, str], mode: str) -> None:
     run_id, _ = run
     found = states(DAG_ID, run_id)
@@ -58,15 +62,16 @@ def test_the_retry_runs_once_the_backoff_is_over(run: tuple[str, str], mode: str
     )  # fmt: skip
     times = _times(run_id)
     failed_at = times[f"append_{mode}"][1]
-    # the sensor really waited: it looked during the 5 s backoff, nothing ran before its end
-    assert _first_look(run_id, f"wait_{mode}") < failed_at.add(seconds=5)
-    assert times[f"wait_{mode}"][1] >= failed_at.add(seconds=5)
-    assert times[f"retry_{mode}"][0] >= failed_at.add(seconds=5)
+    backoff = BACKOFF_SECONDS[mode]
+    # the sensor really waited: it looked during the backoff, nothing ran before its end
+    assert _first_look(run_id, f"wait_{mode}") < failed_at.add(seconds=backoff)
+    assert times[f"wait_{mode}"][1] >= failed_at.add(seconds=backoff)
+    assert times[f"retry_{mode}"][0] >= failed_at.add(seconds=backoff)
     record = _record(run_id, f"wait_{mode}")
     assert decisions(record) == {f"append_{mode}": "retry-eligible"}
     assert record["action"] == "run"
     assert record["decisions"][0]["attempts"] == 1
-    assert record["decisions"][0]["backoffSeconds"] == 5
+    assert record["decisions"][0]["backoffSeconds"] == backoff
 
 
 def test_the_deferrable_sensor_waited_in_a_trigger(run: tuple[str, str]) -> None:
@@ -77,6 +82,19 @@ def test_the_deferrable_sensor_waited_in_a_trigger(run: tuple[str, str]) -> None
     # evaluated again, with fresh observations, once the trigger fired
     assert record["asOf"] >= wait["until"] > wait["at"]
     assert record["decisions"][0]["observedAt"] >= wait["until"]
+
+
+def test_a_wait_shorter_than_a_deferral_is_worth_is_slept_in_the_worker(
+    run: tuple[str, str],
+) -> None:
+    run_id, output = run
+    record = _record(run_id, "wait_short")
+    assert len(record["waits"]) == 1
+    assert record["asOf"] >= record["waits"][0]["until"]
+    # the 20 s wait went to the triggerer, the 5 s one did not
+    deferred = [line for line in output.splitlines() if "deferring until" in line]
+    slept = [line for line in output.splitlines() if "waiting here until" in line]
+    assert len(deferred) == 1 and len(slept) == 1, (deferred, slept)
 
 
 def test_the_reschedule_sensor_gave_its_slot_back(run: tuple[str, str]) -> None:

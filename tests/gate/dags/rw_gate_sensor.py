@@ -26,7 +26,9 @@ from airflow_retrywindow import (
 
 DEADLINE = Deadline.after_data_interval_end(hours=6)
 QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
-BACKOFF = {"retries": 1, "retry_delay": timedelta(seconds=5)}
+#: each mode's backoff: the deferrable sensor's is longer than the wait it sleeps in the
+#: worker (SHORT_WAIT, 10 s); the "short" one is a deferrable sensor's wait shorter than that
+BACKOFF_SECONDS = {"deferred": 20, "short": 5, "poke": 5, "reschedule": 5}
 
 with DAG(
     "rw_gate_sensor",
@@ -36,9 +38,14 @@ with DAG(
     tags=["retry-window-test"],
 ):
     previous = None
-    for mode in ("deferred", "poke", "reschedule"):
+    for mode, backoff in BACKOFF_SECONDS.items():
 
-        @task(task_id=f"append_{mode}", trigger_rule="all_done", **BACKOFF)
+        @task(
+            task_id=f"append_{mode}",
+            trigger_rule="all_done",
+            retries=1,
+            retry_delay=timedelta(seconds=backoff),
+        )
         def append() -> None:
             raise AirflowFailException("append failed; retry after the backoff")
 
@@ -47,7 +54,7 @@ with DAG(
             target=f"append_{mode}",
             work=QUICK,
             deadline=DEADLINE,
-            deferrable=mode == "deferred",
+            deferrable=mode in ("deferred", "short"),
             mode="reschedule" if mode == "reschedule" else "poke",
             poke_interval=600,
             timeout=120,

@@ -5,7 +5,7 @@ first attempt through; ``load`` loses its outcome. A person clears ``load`` with
 its upstream: the gate holds the repeat until a reconciliation, read from the
 remote service (here the Variable ``rw_gate_remote_load``), says what happened.
 
-``rw_gate_defer``: a deferrable sensor waits out a 10 s backoff in the
+``rw_gate_defer``: a deferrable sensor waits out a 25 s backoff in the
 triggerer, then lets the retry through.
 """
 
@@ -65,8 +65,8 @@ with DAG("rw_gate_clear", schedule=None, start_date=START, catchup=False):
     reconcile() >> gate >> load()
 
 with DAG("rw_gate_defer", schedule=None, start_date=START, catchup=False):
-
-    @task(retries=1, retry_delay=timedelta(seconds=10))
+    # longer than the wait a sensor sleeps in the worker (SHORT_WAIT): this one defers
+    @task(retries=1, retry_delay=timedelta(seconds=25))
     def append() -> None:
         raise AirflowFailException("append failed; retry after the backoff")
 

@@ -7,10 +7,16 @@ classpath is ``rw_probe_trigger.ProbeTrigger`` everywhere.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSuccessEvent, TriggerEvent
+
+#: seconds a trigger runs before it ends its task: Airflow 3.3.2 fails a task whose trigger
+#: fires before the scheduler has taken in the exit of the try that deferred, which took
+#: up to 6 s on a loaded machine ("finished with state success, but ... queued")
+FIRE_AFTER = 15
 
 
 class ProbeTrigger(BaseTrigger):
@@ -36,6 +42,7 @@ class ProbeTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         with open(self.counter, "a") as out:
             out.write(f"trigger try {self.try_number} fail {self.fail}\n")
+        await asyncio.sleep(FIRE_AFTER)
         if self.fail:
             # as end_from_trigger triggers report a remote job that failed
             yield TaskFailedEvent(xcoms={"probe_job_state": "FAILED"})
