@@ -159,20 +159,29 @@ class AirflowStack:
             )
 
     def start(self, *names: str) -> None:
-        """Start services in the background, each in its own process group."""
-        binary = Path(sys.executable).with_name("airflow")
-        for name in names:
-            out = (self.logs / f"{name}.log").open("ab")
-            self.processes[name] = subprocess.Popen(
-                [str(binary), *SERVICES[name]],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            log(f"started {name} (pid {self.processes[name].pid})")
+        """Start services in the background, each in its own process group.
+
+        The API server goes first and is waited for: it also serves the execution API,
+        and a scheduler that queues a task before it answers sees the task fail.
+        """
         if "api-server" in names:
+            self._launch("api-server")
             self.wait_for(self.api_ready, "the API server", timeout=120)
+        for name in names:
+            if name != "api-server":
+                self._launch(name)
+
+    def _launch(self, name: str) -> None:
+        binary = Path(sys.executable).with_name("airflow")
+        out = (self.logs / f"{name}.log").open("ab")
+        self.processes[name] = subprocess.Popen(
+            [str(binary), *SERVICES[name]],
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log(f"started {name} (pid {self.processes[name].pid})")
 
     def restart(self, name: str) -> None:
         """Stop one service and start it again."""
