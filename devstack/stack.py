@@ -353,7 +353,9 @@ def sqlite_stack(
     """
     stack = AirflowStack(
         home=home,
-        database_url=f"sqlite:///{home}/airflow.db",
+        # a writer waits up to 30 s for SQLite's lock (5 s by default): on a loaded machine
+        # the API server's audit log insert waited longer and answered 500
+        database_url=f"sqlite:///{home}/airflow.db?timeout=30",
         dags_folder=dags_folder,
         extra_env=dict(extra_env or {}),
     )
