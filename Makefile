@@ -38,7 +38,7 @@ system-packages:
 	@bash devstack/install_system_packages.sh
 
 test: install system-packages
-	$(BIN)/python -m pytest --numprocesses 3 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest --numprocesses 2 --dist loadfile --no-loadscope-reorder
 
 lint: install
 	$(BIN)/ruff check .
