@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import sqlalchemy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,11 +244,25 @@ class AirflowStack:
         self.wait_for(parsed, f"the DAG {dag_id} to be parsed", timeout=timeout)
 
     def trigger(self, dag_id: str, *, conf: dict[str, Any], logical_date: str) -> str:
-        """Trigger a run and return its run id."""
+        """Trigger a run of an unscheduled DAG through the REST API; return its run id.
+
+        The run is what ``airflow dags trigger`` makes of a DAG without a schedule: its
+        data interval is the moment of the trigger, whatever the logical date (the REST
+        API alone would derive it from the logical date). The command line is not used
+        because each call boots Airflow, about 3 s of a core on a loaded 2-core machine.
+
+        :param logical_date: a date or a date and time; a date is midnight UTC.
+        """
         run_id = f"manual__{logical_date}"
-        self.airflow(
-            "dags", "trigger", dag_id, "--conf", json.dumps(conf),
-            "--logical-date", logical_date, "--run-id", run_id,
+        when = pendulum.parse(logical_date, tz="UTC")
+        if not isinstance(when, pendulum.DateTime):
+            raise ValueError(f"logical_date {logical_date!r} is not a date or a date and time")
+        now = pendulum.now("UTC").isoformat()
+        self.api(
+            "POST",
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            {"dag_run_id": run_id, "logical_date": when.isoformat(), "conf": conf,
+             "run_after": now, "data_interval_start": now, "data_interval_end": now},
         )  # fmt: skip
         return run_id
 
