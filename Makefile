@@ -20,7 +20,7 @@ UV_INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
 
 # __init__.py holds the version, which the installed metadata repeats. pip installs uv
 # (pinned in constraints.txt), and uv installs the rest: it downloads in parallel and
-# compiles only what is imported, a few times faster than pip for Airflow's 300 packages.
+# compiles only what is imported, several times faster than pip for Airflow's 330 packages.
 $(RUNTIME): pyproject.toml constraints.txt airflow_retrywindow/__init__.py
 	@echo "==> installing the project and its pinned dependencies into $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
