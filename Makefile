@@ -56,7 +56,7 @@ up: $(RUNTIME)
 test-distributed: install
 	@$(BIN)/python -m devstack.distributed
 
-# the Airflow-backed tests on Python 3.10 and 3.13 (noxfile.py); NOX_ARGS="-s airflow-3.12"
+# the Airflow-backed tests on Python 3.10, 3.12 and 3.13 (noxfile.py); one: NOX_ARGS="-s airflow-3.12"
 nox: install
 	$(BIN)/nox $(NOX_ARGS)
 

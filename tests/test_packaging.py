@@ -195,12 +195,23 @@ def test_classifiers_are_known_and_say_what_is_tested() -> None:
     assert not [c for c in classifiers if c.startswith("License ::")]
 
 
-def noxfile_pythons() -> list[str]:
+def test_ci_runs_every_declared_python() -> None:
+    # make test runs the whole suite on the Python constraints.txt was resolved on (3.11);
+    # the nox sessions CI runs by default cover every other Python the classifiers declare
+    ci_pythons = noxfile_pythons("CI_PYTHONS")
+    assert sorted([*ci_pythons, "3.11"]) == noxfile_pythons()
+    assert (
+        'nox.options.sessions = [f"airflow-{python}" for python in CI_PYTHONS]'
+        in (ROOT / "noxfile.py").read_text()
+    )
+
+
+def noxfile_pythons(name: str = "PYTHONS") -> list[str]:
     module = ast.parse((ROOT / "noxfile.py").read_text())
     for node in module.body:
-        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "PYTHONS":
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == name:
             return list(ast.literal_eval(node.value))
-    raise AssertionError("noxfile.py defines no PYTHONS")
+    raise AssertionError(f"noxfile.py defines no {name}")
 
 
 def test_the_licence_and_the_notice_are_shipped() -> None:
