@@ -220,6 +220,7 @@ class RetryWindowPolicy(RetryPolicy):
     ) -> RetryDecision:
         """Decide the retry of the attempt that raised ``exception``. Never raises."""
         try:
+            configuration.check()  # a bad [retry_window] value refuses before anything is read
             task = _task_of(context)
             settings = self.settings_of(task)
             failure = self.classifier.classify(exception)
@@ -250,6 +251,7 @@ class RetryWindowPolicy(RetryPolicy):
         :param context: the starting try's task context.
         :param previous_try: the try whose outcome is being decided.
         """
+        configuration.check()  # a bad [retry_window] value refuses before anything is read
         task = _task_of(context)
         settings = self.settings_of(task)
         ti = context["ti"]
