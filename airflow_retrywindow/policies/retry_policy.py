@@ -47,9 +47,10 @@ from airflow_retrywindow.policies.reconcile import (
     StatusReader,
     resumable,
 )
+from airflow_retrywindow.policies.retry_start import start_check_of
 from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
-from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records import evidence, start_check
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
@@ -349,6 +350,11 @@ class RetryWindowPolicy(RetryPolicy):
                     "deadlineAt": due.isoformat(),
                     "check": check,
                     "clock": clock.as_dict(),
+                    **(
+                        {start_check.KEY: start_check_of(context, failed.try_number).as_dict()}
+                        if check != RETRY_START
+                        else {}
+                    ),
                     **spread,
                     **({"reconciliation": failed.job.as_dict()} if failed.job else {}),
                 },
