@@ -6,6 +6,12 @@ through ``AIRFLOW__RETRY_WINDOW__<OPTION>`` environment variables. Each reader
 checks its value and says which option and value are wrong, and what to write.
 ``docs/configuration.md`` describes each option.
 
+Every option has one reader, registered in :data:`READERS` with :func:`reads`.
+:func:`problems` runs them all, so a bad value is found where the provider is loaded
+(the cluster policy, :mod:`airflow_retrywindow.policies.cluster_policy`, on every
+Airflow component) and before every gated decision (:func:`check`), not only when
+the one reader that needs it runs. A new option is covered by registering its reader.
+
 Importing this imports no Airflow; the readers load Airflow's configuration when
 called.
 """
@@ -13,7 +19,8 @@ called.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 SECTION = "retry_window"
 
@@ -157,9 +164,78 @@ class ConfigurationError(ValueError):
     def __init__(self, option: str, value: object, expected: str) -> None:
         super().__init__(
             f"[{SECTION}] {option} = {value!r} is not valid: {expected} "
-            f"(set it in airflow.cfg or AIRFLOW__{SECTION.upper()}__{option.upper()})"
+            f"(set it in airflow.cfg or {environment_variable(option)})"
         )
         self.option = option
+        self.value = value
+
+
+class SettingsInvalid(ValueError):
+    """One or more ``[retry_window]`` options hold values the provider cannot use.
+
+    :param problems: each bad option's error, naming the option, the value and
+        the environment variable that sets it.
+    """
+
+    def __init__(self, problems: list[ConfigurationError]) -> None:
+        super().__init__("; ".join(str(problem) for problem in problems))
+        self.problems = problems
+
+
+def environment_variable(option: str) -> str:
+    """The environment variable that sets ``option``: ``AIRFLOW__RETRY_WINDOW__<OPTION>``."""
+    return f"AIRFLOW__{SECTION.upper()}__{option.upper()}"
+
+
+Reader = TypeVar("Reader", bound=Callable[[], object])
+#: option -> the function that reads and checks it; filled by :func:`reads`
+READERS: dict[str, Callable[[], object]] = {}
+
+
+def reads(option: str) -> Callable[[Reader], Reader]:
+    """Register the decorated function as the one reader of ``option``.
+
+    :param option: an option declared in :data:`OPTIONS`.
+    :raises ValueError: for an undeclared option, or one that already has a reader.
+    """
+
+    def register(reader: Reader) -> Reader:
+        if option not in OPTIONS:
+            raise ValueError(f"[{SECTION}] {option} is not declared in OPTIONS")
+        if option in READERS:
+            raise ValueError(f"[{SECTION}] {option} already has a reader")
+        READERS[option] = reader
+        return reader
+
+    return register
+
+
+def problems() -> list[ConfigurationError]:
+    """Every option whose value its reader refuses.
+
+    Never raises for a bad value: each is returned, so all of them can be reported.
+    """
+    found = []
+    for reader in READERS.values():
+        try:
+            reader()
+        except ConfigurationError as error:
+            found.append(error)
+    return found
+
+
+def check() -> None:
+    """Raise unless every ``[retry_window]`` option holds a value the provider can use.
+
+    Every gated decision calls it first, so a bad value refuses them all, with the
+    same message, until it is fixed.
+
+    :raises SettingsInvalid: naming each bad option, its value and its environment
+        variable.
+    """
+    found = problems()
+    if found:
+        raise SettingsInvalid(found)
 
 
 def _raw(option: str) -> str:
@@ -196,6 +272,7 @@ def checked_timeout(value: object, name: str = "timeout") -> float:
     return float(value)
 
 
+@reads("policy_checks")
 def policy_checks() -> str:
     """``enforce``, ``warn`` or ``off`` (``[retry_window] policy_checks``)."""
     value = _raw("policy_checks").lower()
@@ -204,6 +281,7 @@ def policy_checks() -> str:
     return value
 
 
+@reads("default_conn_id")
 def default_conn_id() -> str:
     """The API connection of a gate or sensor given none (``[retry_window] default_conn_id``)."""
     value = _raw("default_conn_id")
@@ -212,6 +290,7 @@ def default_conn_id() -> str:
     return value
 
 
+@reads("api_page_size")
 def api_page_size() -> int:
     """Rows per API page of a gate or sensor given none (``[retry_window] api_page_size``)."""
     value = _raw("api_page_size")
@@ -223,6 +302,7 @@ def api_page_size() -> int:
         ) from None
 
 
+@reads("api_timeout")
 def api_timeout() -> float:
     """Seconds per API request of a gate or sensor given none (``[retry_window] api_timeout``)."""
     return _seconds("api_timeout", 0, MAX_TIMEOUT, low_included=False)
@@ -243,12 +323,14 @@ def _seconds(option: str, low: float, high: float, *, low_included: bool) -> flo
     return seconds
 
 
+@reads("clock_skew_tolerance")
 def clock_skew_tolerance() -> float:
     """Seconds the worker's and the API server's clocks may disagree
     (``[retry_window] clock_skew_tolerance``)."""
     return _seconds("clock_skew_tolerance", 0, MAX_CLOCK_SKEW_TOLERANCE, low_included=True)
 
 
+@reads("gate_timeout")
 def gate_timeout() -> float:
     """Seconds one whole gate or sensor decision may take (``[retry_window] gate_timeout``)."""
     return _seconds("gate_timeout", 0, MAX_GATE_TIMEOUT, low_included=False)
@@ -272,6 +354,7 @@ def checked_max_response_bytes(value: object, name: str = "max_response_bytes") 
     return value
 
 
+@reads("api_max_response_bytes")
 def api_max_response_bytes() -> int:
     """The largest REST API answer a gate or sensor reads
     (``[retry_window] api_max_response_bytes``)."""
@@ -286,6 +369,7 @@ def api_max_response_bytes() -> int:
         ) from None
 
 
+@reads("view_base_url")
 def view_base_url() -> str:
     """The UI address the Retry window links start from.
 

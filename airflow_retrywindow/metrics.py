@@ -52,6 +52,9 @@ BUDGET = "retry_window.budget.{}"
 GATE_ERROR = "retry_window.gate_error"
 #: one per try refused before its code ran (its previous try left no decision)
 RETRY_START_REFUSED = "retry_window.retry_start.refused"
+#: one per failed try of a gated task whose retry-start check did not run (its worker
+#: has none installed, e.g. ``[retry_window] policy_checks = off`` there)
+RETRY_START_NOT_RUN = "retry_window.retry_start.not_run"
 #: per gate evaluation an approval overrode the model on: the targets it released
 OVERRIDE_APPROVED = "retry_window.override.approved"
 
@@ -65,6 +68,7 @@ NAMES = (
     BUDGET,
     GATE_ERROR,
     RETRY_START_REFUSED,
+    RETRY_START_NOT_RUN,
     OVERRIDE_APPROVED,
 )
 
@@ -245,6 +249,16 @@ def retry_start_refused_metrics(*, dag_id: str, task_id: str) -> list[Metric]:
     return [Metric(RETRY_START_REFUSED, COUNTER, 1, tags)]
 
 
+def retry_start_not_run_metrics(*, dag_id: str, task_id: str) -> list[Metric]:
+    """The metric of a failed try whose retry-start check did not run.
+
+    :param dag_id: the task's DAG.
+    :param task_id: the gated task.
+    """
+    tags = {"dag_id": dag_id, "task_id": task_id, "decided_by": RETRY_POLICY}
+    return [Metric(RETRY_START_NOT_RUN, COUNTER, 1, tags)]
+
+
 # -- the senders: one line at each decision point, never raising -------------------
 
 
@@ -284,6 +298,11 @@ def gate_error(context: Mapping[str, Any] | None, *, by: str) -> None:
 def retry_start_refused(context: Mapping[str, Any]) -> None:
     """Count a try the retry-start check refused, for the task of ``context``."""
     _send_safely(lambda: retry_start_refused_metrics(**_task_of(context)))
+
+
+def retry_start_not_run(context: Mapping[str, Any]) -> None:
+    """Count a failed try whose retry-start check did not run, for the task of ``context``."""
+    _send_safely(lambda: retry_start_not_run_metrics(**_task_of(context)))
 
 
 def counts_gate_errors(by: str) -> Callable[[Method], Method]:

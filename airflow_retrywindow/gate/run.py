@@ -115,6 +115,7 @@ def decide_run(
     :raises RetryWindowGateError: when anything stops a sound decision.
     """
     with _fail_closed():
+        configuration.check()  # a bad [retry_window] value refuses before anything is read
         limit = TimeLimit.starting_now(configuration.gate_timeout())
         tolerance = timedelta(seconds=configuration.clock_skew_tolerance())
         dag, run = context["dag"], context["dag_run"]

@@ -56,6 +56,7 @@ from airflow_retrywindow.records.evidence_entry import evidence_entries, reconci
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.records.reconciliation import RESCHEDULE, Reconciliation, action_words
 from airflow_retrywindow.records.schema import version_problem
+from airflow_retrywindow.records.start_check import start_check_of
 from airflow_retrywindow.records.stored_fixture import StoredFixture, stored_decision
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.clock import Clock
@@ -125,6 +126,8 @@ class DecisionRow:
     :param action: the policy's stored action: retry, fail, default, run or reschedule.
     :param start_at: for a try the retry-start check rescheduled, when it may start.
     :param reconciliation: the status read of a resumable job the decision was taken on.
+    :param start_check: for a failed try whose retry-start check did not run, why that
+        matters (:mod:`~airflow_retrywindow.records.start_check`); ``None`` otherwise.
     :param work_unit: the unit of work, in words.
     :param status: the English status update.
     :param capacity: the pool capacity verdict, when a gate gave one.
@@ -162,6 +165,7 @@ class DecisionRow:
     action: str | None = None
     start_at: pendulum.DateTime | None = None
     reconciliation: Reconciliation | None = None
+    start_check: str | None = None
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,8 @@ def policy_row(
     reason = shown(entry.get("reason", ""))
     action = _optional_text(entry.get("action"))
     job, job_problem = _reconciliation(entry)
+    not_run, check_problem = _start_check(entry, try_number)
+    job_problem = _joined(job_problem, check_problem)
     base = DecisionRow(
         task_id,
         by,
@@ -282,6 +288,7 @@ def policy_row(
         deadline_rule=_optional_text(entry.get("deadline")),
         action=action,
         reconciliation=job,
+        start_check=not_run,
         problem=job_problem,
     )
     if "fixture" not in entry:  # the gate could not evaluate: there is nothing to replay
@@ -306,6 +313,22 @@ def policy_row(
         )
     except UNREADABLE as error:
         return replace(base, decision="unreadable", problem=_joined(job_problem, shown(error)))
+
+
+def _start_check(entry: Mapping[str, Any], try_number: int | None) -> tuple[str | None, str | None]:
+    """The flag of a try whose retry-start check did not run, and what could not be read."""
+    try:
+        found = start_check_of(entry)
+    except RecordError as error:
+        return None, shown(error)
+    if found is None:
+        return None, None
+    warning = found.warning(_or_unknown(try_number))
+    return (shown(warning) if warning else None), None
+
+
+def _or_unknown(value: int | None) -> object:
+    return "?" if value is None else value
 
 
 def stored_policy_decision(entry: object) -> str:

@@ -175,7 +175,7 @@ def _policy_section(links: ViewLinks, rows: Sequence[DecisionRow], *, with_task:
             _e(formatted(row.decided_at)),
             _e(_or_dash(row.try_number)),
             _badge(row.decision),
-            _e(row.reason),
+            _e(row.reason) + _start_check_flag(row),
             _e(formatted(row.deadline)),
             _e(_attempts(row)),
             _e(row.failure or "-"),
@@ -377,6 +377,8 @@ def _article(links: ViewLinks, row: DecisionRow, *, title: str) -> str:
         parts.append(f'<p class="override applied">{_e(row.override)}</p>')
     if row.problem:
         parts.append(f'<p class="problem">{_e(row.problem)}</p>')
+    if row.start_check is not None:
+        parts.append(_start_check_flag(row))
     if row.timeline is not None:
         parts.append(_figure(row.timeline))
     parts.append(_facts((name, value) for name, value in facts if value))
@@ -386,6 +388,13 @@ def _article(links: ViewLinks, row: DecisionRow, *, title: str) -> str:
         parts.append(_replay(links, row.replay))
     parts.append("</article>")
     return "\n".join(parts)
+
+
+def _start_check_flag(row: DecisionRow) -> str:
+    """The flag of a failed try that ran without its retry-start check ("" for the others)."""
+    if row.start_check is None:
+        return ""
+    return f'<p class="problem start-check-not-run">{_e(row.start_check)}</p>'
 
 
 def _reconciliation(row: DecisionRow) -> str:

@@ -15,6 +15,15 @@ every try. Tasks without that policy are untouched.
 what it does: ``enforce`` (the default) all of the above; ``warn`` logs the
 problems instead of refusing the DAG, and still installs the hooks; ``off`` does
 nothing, so a retry Airflow starts without the policy runs undecided.
+
+**Settings are checked when this module is loaded.** Every Airflow component
+that applies cluster policies (the DAG processor, the scheduler, the worker, the
+API server) imports it through the ``airflow.policy`` entry point when Airflow
+starts; each bad ``[retry_window]`` value is then logged as an ERROR naming the
+option, the value and its environment variable. Loading never raises, so a bad
+value stops no component. A gated task is refused when its DAG is parsed
+(``enforce``; ``warn`` logs it), and every gated decision refuses with the same
+message until the value is fixed (:func:`~airflow_retrywindow.configuration.check`).
 """
 
 from __future__ import annotations
@@ -26,6 +35,23 @@ from airflow.exceptions import AirflowClusterPolicyViolation
 from airflow.policies import hookimpl
 
 log = logging.getLogger(__name__)
+
+
+def report_bad_settings() -> None:
+    """Log each bad ``[retry_window]`` value as an ERROR; never raise.
+
+    Airflow loads cluster policies before it configures its logging, so the lines
+    reach the component's standard error through Python's last-resort handler.
+    """
+    try:
+        from airflow_retrywindow import configuration
+
+        for problem in configuration.problems():
+            log.error(
+                "retry window: %s; every gated decision is refused until it is fixed", problem
+            )
+    except Exception:  # a component must start whatever the settings hold
+        log.exception("retry window: the [retry_window] settings could not be checked")
 
 
 @hookimpl
@@ -49,7 +75,7 @@ def task_policy(task: Any) -> None:
         raise AirflowClusterPolicyViolation(f"retry window gate: {error}") from None
     if mode == configuration.OFF:
         return
-    problem = task_problem(task)
+    problem = _settings_problem() or task_problem(task)
     if problem and mode == configuration.WARN:
         log.warning("retry window gate ([retry_window] policy_checks = warn): %s", problem)
     elif problem:
@@ -61,3 +87,17 @@ def task_policy(task: Any) -> None:
         # installed first so that it runs second: after the retry-start check let the try start
         deferral.install(task)
         retry_start.install(task)
+
+
+def _settings_problem() -> str | None:
+    """Why the ``[retry_window]`` settings refuse every gated decision, or ``None``."""
+    from airflow_retrywindow import configuration
+
+    try:
+        configuration.check()
+    except configuration.SettingsInvalid as error:
+        return f"{error}; every decision of a gated task is refused until it is fixed"
+    return None
+
+
+report_bad_settings()  # on import: where each Airflow component loads the policy

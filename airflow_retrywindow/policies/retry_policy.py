@@ -47,9 +47,10 @@ from airflow_retrywindow.policies.reconcile import (
     StatusReader,
     resumable,
 )
+from airflow_retrywindow.policies.retry_start import start_check_of
 from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
-from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records import evidence, start_check
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
@@ -220,6 +221,7 @@ class RetryWindowPolicy(RetryPolicy):
     ) -> RetryDecision:
         """Decide the retry of the attempt that raised ``exception``. Never raises."""
         try:
+            configuration.check()  # a bad [retry_window] value refuses before anything is read
             task = _task_of(context)
             settings = self.settings_of(task)
             failure = self.classifier.classify(exception)
@@ -250,6 +252,7 @@ class RetryWindowPolicy(RetryPolicy):
         :param context: the starting try's task context.
         :param previous_try: the try whose outcome is being decided.
         """
+        configuration.check()  # a bad [retry_window] value refuses before anything is read
         task = _task_of(context)
         settings = self.settings_of(task)
         ti = context["ti"]
@@ -347,6 +350,11 @@ class RetryWindowPolicy(RetryPolicy):
                     "deadlineAt": due.isoformat(),
                     "check": check,
                     "clock": clock.as_dict(),
+                    **(
+                        {start_check.KEY: start_check_of(context, failed.try_number).as_dict()}
+                        if check != RETRY_START
+                        else {}
+                    ),
                     **spread,
                     **({"reconciliation": failed.job.as_dict()} if failed.job else {}),
                 },

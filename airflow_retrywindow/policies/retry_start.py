@@ -26,7 +26,7 @@ task is checked against its own decisions.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from airflow_retrywindow import metrics
@@ -39,11 +39,15 @@ from airflow_retrywindow.policies.try_start import (
     mark_start,
 )
 from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records.start_check import StartCheck
 from airflow_retrywindow.redaction import describe_exception
 
 log = logging.getLogger(__name__)
 
 PreExecuteHook = Callable[[Any], None]
+#: the context key the check leaves its try number under: the task runner hands the
+#: same context to the ``pre_execute`` hooks and to the retry policy of one try
+RAN_KEY = "retry_window.start_check_ran"
 
 
 class RetryStartCheck:
@@ -56,6 +60,7 @@ class RetryStartCheck:
         self.then = then
 
     def __call__(self, context: Mapping[str, Any]) -> None:
+        _mark_ran(context)
         verdict = self.verdict(context)
         if verdict is not None and verdict.action == RESCHEDULE:
             from airflow.sdk.exceptions import AirflowRescheduleException
@@ -145,3 +150,41 @@ def install(task: Any) -> None:
     current = getattr(task, "_pre_execute_hook", None)
     if not isinstance(current, RetryStartCheck):
         task._pre_execute_hook = RetryStartCheck(then=current)
+
+
+def _mark_ran(context: Mapping[str, Any]) -> None:
+    """Leave in the try's context that its check ran, for the policy's evidence."""
+    if isinstance(context, MutableMapping):
+        context[RAN_KEY] = int(context["ti"].try_number)
+
+
+def installed_on(task: Any) -> bool:
+    """Whether ``task`` (the worker's copy, or a mapped task) carries the check."""
+    partial = getattr(task, "partial_kwargs", None)
+    hook = partial.get("pre_execute") if isinstance(partial, dict) else None
+    return isinstance(hook or getattr(task, "_pre_execute_hook", None), RetryStartCheck)
+
+
+def start_check_of(context: Mapping[str, Any], try_number: int) -> StartCheck:
+    """Whether the failed try ``try_number`` of ``context`` passed its retry-start check.
+
+    A try that did not is logged as a WARNING and counted
+    (``retry_window.retry_start.not_run``): the components' ``[retry_window]
+    policy_checks`` likely differ.
+    """
+    from airflow_retrywindow import configuration
+
+    try:
+        mode: str | None = configuration.policy_checks()
+    except configuration.ConfigurationError:
+        mode = None
+    found = StartCheck(
+        ran=context.get(RAN_KEY) == try_number,
+        installed=installed_on(context.get("task")),
+        policy_checks=mode,
+    )
+    warning = found.warning(try_number)
+    if warning is not None:
+        log.warning("Retry window: %s", warning)
+        metrics.retry_start_not_run(context)
+    return found

@@ -7,7 +7,9 @@ shape this release reads"), never guessed at, and never a crash.
 
 Version 1 adds to version 0's shape only: the version itself, and in the evidence
 a ``reconciliation`` of a resumable job and the ``run`` and ``reschedule``
-actions of the retry-start check.
+actions of the retry-start check; a failed try's decision may also carry its
+``startCheck`` (:mod:`~airflow_retrywindow.records.start_check`), which readers of
+entries without it do without.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def test_every_name_passes_airflows_statsd_and_opentelemetry_checks() -> None:
     )
 
     names = every_name()
-    assert len(names) == 5 + len(Decision) + 2 + 4 + 4 + 3
+    assert len(names) == 6 + len(Decision) + 2 + 4 + 4 + 3
     for name in names:
         # the StatsD client's check, with Airflow's default prefix in front
         assert stat_name_default_handler(f"airflow.{name}") == f"airflow.{name}"

@@ -211,3 +211,167 @@ def test_the_links_address_starts_from_the_view_base_url(monkeypatch: pytest.Mon
     assert link.get_link(None, ti_key=key).startswith("https://api.example/dags/")  # type: ignore[arg-type]
     monkeypatch.setenv(env("view_base_url"), "https://airflow.example/ops/")
     assert link.get_link(None, ti_key=key).startswith("https://airflow.example/ops/dags/")  # type: ignore[arg-type]
+
+
+#: a value each option's reader refuses; a new option gets its reader and a line here
+BAD = {
+    "policy_checks": "disabled",
+    "default_conn_id": " ",
+    "api_page_size": "lots",
+    "api_timeout": "-1",
+    "clock_skew_tolerance": "soon",
+    "api_max_response_bytes": "16MB",
+    "gate_timeout": "0",
+    "view_base_url": "airflow.example",
+}
+
+
+def test_every_option_has_one_reader_and_a_bad_value_here() -> None:
+    assert set(configuration.READERS) == set(OPTIONS)
+    assert set(BAD) == set(configuration.READERS), "add the new option's bad value to BAD"
+
+
+def test_a_second_reader_or_an_undeclared_option_is_refused() -> None:
+    with pytest.raises(ValueError, match="already has a reader"):
+        configuration.reads("gate_timeout")(lambda: 1.0)
+    with pytest.raises(ValueError, match="not declared"):
+        configuration.reads("no_such_option")(lambda: 1.0)
+
+
+def test_the_defaults_have_no_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    for option in OPTIONS:
+        monkeypatch.delenv(env(option), raising=False)
+    assert configuration.problems() == []
+    configuration.check()  # does not raise
+
+
+@pytest.mark.parametrize("option", sorted(BAD))
+def test_problems_finds_each_bad_option_naming_setting_value_and_variable(
+    monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    monkeypatch.setenv(env(option), BAD[option])
+    (problem,) = configuration.problems()
+    assert problem.option == option
+    text = str(problem)
+    assert f"[retry_window] {option} = {BAD[option].strip()!r} is not valid" in text
+    assert env(option) in text
+    with pytest.raises(configuration.SettingsInvalid, match=env(option)) as raised:
+        configuration.check()
+    assert [found.option for found in raised.value.problems] == [option]
+
+
+def test_check_names_every_bad_option_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    for option, value in BAD.items():
+        monkeypatch.setenv(env(option), value)
+    with pytest.raises(configuration.SettingsInvalid) as raised:
+        configuration.check()
+    assert {found.option for found in raised.value.problems} == set(BAD)
+    for option in BAD:
+        assert env(option) in str(raised.value)
+
+
+def test_a_bad_setting_refuses_a_gated_dag_and_leaves_others_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(env("clock_skew_tolerance"), "soon")
+    with pytest.raises(AirflowClusterPolicyViolation) as refused:
+        task_policy(gated())
+    text = str(refused.value)
+    assert "[retry_window] clock_skew_tolerance = 'soon'" in text
+    assert env("clock_skew_tolerance") in text
+    with DAG("rw_settings_plain_bad", schedule=None, start_date=START):
+        plain = EmptyOperator(task_id="plain")
+    task_policy(plain)  # nobody else's task is touched
+
+
+def test_a_bad_setting_under_warn_is_logged_and_the_dag_loads(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(env("policy_checks"), "warn")
+    monkeypatch.setenv(env("gate_timeout"), "0")
+    task = gated()
+    with caplog.at_level(logging.WARNING):
+        task_policy(task)
+    assert "[retry_window] gate_timeout = '0'" in caplog.text
+    assert isinstance(task._pre_execute_hook, RetryStartCheck)
+
+
+def test_loading_the_cluster_policy_logs_each_bad_setting_and_does_not_raise(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import importlib
+
+    from airflow_retrywindow.policies import cluster_policy
+
+    monkeypatch.setenv(env("clock_skew_tolerance"), "soon")
+    monkeypatch.setenv(env("api_page_size"), "0")
+    with caplog.at_level(logging.ERROR, logger=cluster_policy.__name__):
+        importlib.reload(cluster_policy)  # what each component does when it loads it
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 2
+    assert "clock_skew_tolerance = 'soon'" in errors[1] and env("clock_skew_tolerance") in errors[1]
+    assert "api_page_size = '0'" in errors[0] and env("api_page_size") in errors[0]
+
+
+def test_loading_the_cluster_policy_with_good_settings_logs_nothing(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import importlib
+
+    from airflow_retrywindow.policies import cluster_policy
+
+    for option in OPTIONS:
+        monkeypatch.delenv(env(option), raising=False)
+    with caplog.at_level(logging.WARNING, logger=cluster_policy.__name__):
+        importlib.reload(cluster_policy)
+    assert caplog.records == []
+
+
+def _context(task: Any, try_number: int) -> dict[str, Any]:
+    from tests.policy.resumable_jobs import Store, TaskInstance
+
+    now = pendulum.now("UTC")
+    return {
+        "task": task,
+        "ti": TaskInstance(try_number, 2),
+        "task_state_store": Store(),
+        "data_interval_start": now.subtract(minutes=5),
+        "data_interval_end": now,
+        "dag": task.dag,
+    }
+
+
+def test_a_bad_setting_refuses_the_policy_decision_before_anything_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # no API server answers here: the refusal comes before the clock is read
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "http://127.0.0.1:9/execution/")
+    monkeypatch.setenv(env("api_page_size"), "0")  # an option the policy itself never reads
+    task = gated()
+    decision = task.retry_policy.evaluate(ConnectionError("reset"), 1, 2, _context(task, 1))
+    assert decision.action.value == "fail"
+    assert "api_page_size = '0'" in decision.reason
+    assert env("api_page_size") in decision.reason
+
+
+def test_a_bad_setting_refuses_the_retry_start_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "http://127.0.0.1:9/execution/")
+    monkeypatch.setenv(env("view_base_url"), "airflow.example")
+    task = gated()
+    check = RetryStartCheck()
+    refusal = check.refusal(_context(task, 2))  # try 2: nothing decided it
+    assert refusal is not None and "view_base_url = 'airflow.example'" in refusal
+    assert env("view_base_url") in refusal
+
+
+def test_a_bad_setting_refuses_the_gate_and_sensor_decision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_retrywindow.exceptions import RetryWindowGateError
+    from airflow_retrywindow.gate.run import decide_run
+
+    gate, _ = gate_and_sensor()
+    settings = gate.gate_settings()
+    monkeypatch.setenv(env("api_timeout"), "-1")
+    with pytest.raises(RetryWindowGateError, match=r"api_timeout = '-1'.*API_TIMEOUT"):
+        decide_run(settings, {})  # refused before the context is read
