@@ -96,10 +96,27 @@ class ReadTally:
 
     :param last: the count of the last read made (the one that failed, if any).
     :param retries: tries beyond the first, over every read so far.
+    :param causes: why each read was tried again, the first :data:`MAX_CAUSES`.
     """
 
     last: ReadCount | None = None
     retries: int = 0
+    causes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        """The tries again, as a decision record stores them."""
+        return {"retries": self.retries, "causes": list(self.causes)}
+
+
+#: the most causes of tries again a tally keeps
+MAX_CAUSES = 20
+
+
+def cause_of(error: BaseException | None) -> str:
+    """Why a try failed, in a few words that hold no credentials: a status or a type."""
+    if isinstance(error, ErrorAnswer):
+        return f"HTTP {error.status}"
+    return type(error).__name__
 
 
 def transient(error: BaseException) -> bool:
@@ -158,6 +175,11 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     if moment.tzinfo is None:  # an HTTP date is always GMT
         moment = moment.replace(tzinfo=timezone.utc)
     return max(0.0, moment.timestamp() - (time.time() if now is None else now))
+
+
+def _noted(tally: ReadTally, state: RetryCallState) -> None:
+    if len(tally.causes) < MAX_CAUSES and state.outcome is not None:
+        tally.causes.append(cause_of(state.outcome.exception()))
 
 
 def _pause(seconds: float) -> None:
@@ -223,6 +245,7 @@ class ReadRetry:
             stop=stop_after_attempt(self.tries) | stop_before_delay(bound),
             wait=self._wait,
             sleep=self.sleep,
+            before_sleep=lambda state: _noted(tally, state),
             reraise=True,
         )
         try:

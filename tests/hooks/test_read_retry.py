@@ -210,7 +210,7 @@ def test_502s_without_and_with_a_date_are_tried_again_and_counted(
     # the token's request, tried three times, then the pools
     assert api.paths() == ["/auth/token"] * 3 + ["/api/v2/pools"]
     assert read.requests == 4
-    assert read.reads.retries == 2
+    assert read.reads.as_dict() == {"retries": 2, "causes": ["HTTP 502", "HTTP 502"]}
     assert read.clock_offset is not None  # from the answers that succeeded
 
 
