@@ -14,8 +14,9 @@ What is retried: a connection error or timeout, an answer 5xx or 429. A 429 or
 would pass the caller's bound. Nothing else is: a 4xx answer, a TLS failure, an
 answer too large, a decision out of time are the same on the next try.
 
-Each caller has its bound, in seconds from the first try: no wait starts that
-would end past it, and each try may only use the time left. Only when the tries
+Each caller has its bound, in seconds from the first try: no try starts in its
+last second (:func:`last_try`), a jittered wait that would end there is shortened
+to leave one last try, and each try may only use the time left. Only when the tries
 or the bound are spent does the read fail, and :class:`ReadCount` then says how
 many tries were made over how long.
 
@@ -35,14 +36,7 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from typing import TypeVar
 
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-    wait_random_exponential,
-)
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_random_exponential
 
 T = TypeVar("T")
 
@@ -226,6 +220,11 @@ class ReadRetry:
     def call(self, read: Callable[[float], T], *, bound: float, tally: ReadTally) -> T:
         """``read``'s answer, tried again on transient errors within ``bound`` seconds.
 
+        A jittered wait that would run past the bound is shortened, so that one last
+        try starts :func:`last_try` seconds before it: an outage shorter than the
+        bound is ridden out whatever the jitter drew. A ``Retry-After`` past the bound
+        ends the read instead: the server said it will not answer sooner.
+
         :param read: one try; it is given the seconds left, and should wait no longer.
         :param bound: seconds from now after which no try starts.
         :param tally: where the count of tries is kept, whatever the outcome.
@@ -234,16 +233,31 @@ class ReadRetry:
         """
         started = time.monotonic()
         tries = 0
+        latest = bound - last_try(bound)  # the latest a try may start
 
         def attempt() -> T:
             nonlocal tries
             tries += 1
             return read(max(0.0, bound - (time.monotonic() - started)))
 
+        def wait(state: RetryCallState) -> float:
+            asked = self._wait(state)
+            if _asked_by_server(state):
+                return asked
+            return max(0.0, min(asked, latest - (time.monotonic() - started)))
+
+        def spent(state: RetryCallState) -> bool:
+            if state.attempt_number >= self.tries:
+                return True
+            remaining = latest - (time.monotonic() - started)
+            # the last try is made; a wait cut to end at ``latest`` is still in time (the
+            # clock moved on a moment since it was chosen); a server's longer one is not
+            return remaining <= _MOMENT or state.upcoming_sleep > remaining + _MOMENT
+
         retrying = Retrying(
             retry=retry_if_exception(transient),
-            stop=stop_after_attempt(self.tries) | stop_before_delay(bound),
-            wait=self._wait,
+            stop=spent,
+            wait=wait,
             sleep=self.sleep,
             before_sleep=lambda state: _noted(tally, state),
             reraise=True,
@@ -260,6 +274,22 @@ class ReadRetry:
         if isinstance(error, ErrorAnswer):
             asked = retry_after_seconds(error.retry_after)
             if asked is not None:
-                return asked  # a wait past the bound stops the read (stop_before_delay)
+                return asked
         jittered = wait_random_exponential(multiplier=1, min=self.wait_min, max=self.wait_max)
         return float(jittered(state))
+
+
+#: the time the last try of a read is left before the bound, at most
+LAST_TRY_SECONDS = 1.0
+#: what the clock may move between a wait's choice and the check of the bound
+_MOMENT = 0.01
+
+
+def last_try(bound: float) -> float:
+    """Seconds left for the last try before ``bound``: 1 s, or a quarter of a shorter bound."""
+    return min(LAST_TRY_SECONDS, max(0.0, bound) / 4)
+
+
+def _asked_by_server(state: RetryCallState) -> bool:
+    error = state.outcome.exception() if state.outcome is not None else None
+    return isinstance(error, ErrorAnswer) and retry_after_seconds(error.retry_after) is not None

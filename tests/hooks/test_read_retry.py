@@ -167,6 +167,34 @@ def test_no_wait_starts_that_would_end_past_the_bound() -> None:
     assert given == sorted(given, reverse=True) and given[0] <= 1.0
 
 
+def test_a_long_wait_is_shortened_to_leave_one_last_try_before_the_bound() -> None:
+    # waits of 5 s under a 0.8 s bound: one try, then one more 0.2 s before the bound
+    long = ReadRetry(tries=5, wait_min=5, wait_max=5)
+    read, given = failing(OSError("down"), OSError("down"), OSError("down"))
+    tally = ReadTally()
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        long.call(read, bound=0.8, tally=tally)
+    assert len(given) == 2
+    assert 0.55 <= time.monotonic() - started < 0.8
+    assert given[1] == pytest.approx(0.2, abs=0.05)  # the time that last try had
+
+
+def test_an_outage_shorter_than_the_bound_is_ridden_out_whatever_the_jitter_draws() -> None:
+    # Airflow's own waits scaled by 1/10 (0.1 s, then up to 0.2, 0.4 and 0.8 s), an
+    # outage of 0.4 s and a bound of 0.9 s: the last wait is cut to leave a try
+    scaled = ReadRetry(tries=5, wait_min=0.1, wait_max=9)
+    for _ in range(5):
+        ends = time.monotonic() + 0.4
+
+        def read(_left: float, ends: float = ends) -> str:
+            if time.monotonic() < ends:
+                raise OSError("restarting")
+            return "ok"
+
+        assert scaled.call(read, bound=0.9, tally=ReadTally()) == "ok"
+
+
 def test_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="tries must be a whole number of at least 1, got 0"):
         ReadRetry(tries=0, wait_min=1, wait_max=2)
