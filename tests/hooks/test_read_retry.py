@@ -26,6 +26,7 @@ from airflow_retrywindow.read_retry import (
 )
 from airflow_retrywindow.timing.time_limit import TimeLimit
 from tests.hooks.fake_api import FakeAirflowApi, Served, pool, serve
+from tests.hooks.tcp_proxy import proxy
 
 QUICK = ReadRetry(tries=5, wait_min=0.01, wait_max=0.02)
 
@@ -226,7 +227,8 @@ def server(api: FakeAirflowApi) -> Iterator[Served]:
 
 
 def reader(url: str, **arguments: object) -> AirflowApi:
-    return AirflowApi(url, login="reader", password="reader-pw", retry=QUICK, **arguments)  # type: ignore[arg-type]
+    given: dict[str, object] = {"retry": QUICK, **arguments}
+    return AirflowApi(url, login="reader", password="reader-pw", **given)  # type: ignore[arg-type]
 
 
 def test_502s_without_and_with_a_date_are_tried_again_and_counted(
@@ -289,3 +291,18 @@ def test_an_unreachable_server_is_tried_within_the_decisions_time(
     assert time.monotonic() - started < 2.5
     assert 3 <= read.requests < 100
     assert f"after {read.requests} tries over " in str(refused.value)
+
+
+def test_through_a_proxy_502s_and_a_cut_are_ridden_out(server: Served, api: FakeAirflowApi) -> None:
+    port = int(server.url.rsplit(":", 1)[1])
+    with proxy(port) as between:
+        read = reader(between.url, retry=ReadRetry(tries=10, wait_min=0.1, wait_max=0.2))
+        between.bad_gateways(False, True)
+        assert read.version() == "3.3.2"
+        assert [line for _, line in between.requests][:3] == ["POST /auth/token HTTP/1.1"] * 3
+        assert read.reads.retries == 2
+        between.cut(0.5)
+        started = time.monotonic()
+        assert read.pool_count() == 1
+        assert time.monotonic() - started >= 0.4
+        assert read.reads.retries > 2
