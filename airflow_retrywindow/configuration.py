@@ -53,6 +53,13 @@ DEFAULT_GATE_TIMEOUT = 300.0
 MAX_GATE_TIMEOUT = 3600.0
 #: seconds the retry policy waits for the API server's answer that tells its clock
 SERVER_CLOCK_TIMEOUT = 5.0
+#: the most requests one read of Airflow may make ([retry_window] api_retries)
+MAX_API_RETRIES = 100
+#: the longest wait between two tries of a read, in seconds
+MAX_API_RETRY_WAIT = 600.0
+#: how long the retry policy and the retry-start check may spend reading Airflow
+#: (every try and wait), in seconds: below what the supervisor's heartbeat tolerates
+DEFAULT_CLOCK_READ_LIMIT = 9.0
 
 
 def _described(text: str) -> str:
@@ -144,6 +151,55 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "type": "float",
         "example": "60",
         "default": f"{DEFAULT_GATE_TIMEOUT:g}",
+    },
+    "api_retries": {
+        "description": _described(
+            f"""The most requests one read of Airflow may make, the first included, 1 to
+            {MAX_API_RETRIES}: the retry policy's clock read, the retry-start check's
+            reads and every REST read of a gate or sensor. Connection errors, timeouts
+            and answers 5xx or 429 are tried again. Empty: ``[workers]
+            execution_api_retries``, as many as Airflow's own client makes."""
+        ),
+        "version_added": None,
+        "type": "integer",
+        "example": "8",
+        "default": "",
+    },
+    "api_retry_wait_min": {
+        "description": _described(
+            f"""The shortest wait between two tries of a read of Airflow, 0 to
+            {MAX_API_RETRY_WAIT:g} seconds; waits grow exponentially from it, with random
+            jitter. Empty: ``[workers] execution_api_retry_wait_min``."""
+        ),
+        "version_added": None,
+        "type": "float",
+        "example": "0.5",
+        "default": "",
+    },
+    "api_retry_wait_max": {
+        "description": _described(
+            f"""The longest wait between two tries of a read of Airflow, at least
+            api_retry_wait_min and at most {MAX_API_RETRY_WAIT:g} seconds. Empty:
+            ``[workers] execution_api_retry_wait_max``."""
+        ),
+        "version_added": None,
+        "type": "float",
+        "example": "8",
+        "default": "",
+    },
+    "clock_read_limit": {
+        "description": _described(
+            """Seconds the retry policy and the retry-start check may spend reading
+            Airflow, every try and wait included, before they refuse and say how many
+            tries they made. It must stay below what the task's supervisor tolerates of
+            an unreachable API server: (``[workers] max_failed_heartbeats`` - 1) x
+            ``[workers] min_heartbeat_interval`` (10 s by default), or the supervisor
+            kills the try before its decision is recorded."""
+        ),
+        "version_added": None,
+        "type": "float",
+        "example": "6",
+        "default": f"{DEFAULT_CLOCK_READ_LIMIT:g}",
     },
     "view_base_url": {
         "description": _described(
@@ -334,6 +390,89 @@ def clock_skew_tolerance() -> float:
 def gate_timeout() -> float:
     """Seconds one whole gate or sensor decision may take (``[retry_window] gate_timeout``)."""
     return _seconds("gate_timeout", 0, MAX_GATE_TIMEOUT, low_included=False)
+
+
+def api_retries() -> int:
+    """The most requests one read of Airflow makes (``[retry_window] api_retries``,
+    else ``[workers] execution_api_retries``)."""
+    value = _raw("api_retries")
+    if not value:
+        return _workers_int("execution_api_retries")
+    try:
+        tries = int(value)
+    except ValueError:
+        tries = 0
+    if not 1 <= tries <= MAX_API_RETRIES:
+        raise ConfigurationError(
+            "api_retries", value, f"a whole number from 1 to {MAX_API_RETRIES}, or empty"
+        )
+    return tries
+
+
+def api_retry_wait() -> tuple[float, float]:
+    """The shortest and longest wait between two tries of a read of Airflow
+    (``[retry_window] api_retry_wait_min``/``_max``, else Airflow's ``[workers]`` ones)."""
+    low = _wait_or_airflows("api_retry_wait_min", "execution_api_retry_wait_min")
+    high = _wait_or_airflows("api_retry_wait_max", "execution_api_retry_wait_max")
+    if high < low:
+        raise ConfigurationError(
+            "api_retry_wait_max", high, f"at least api_retry_wait_min ({low:g})"
+        )
+    return low, high
+
+
+def _wait_or_airflows(option: str, airflows: str) -> float:
+    if not _raw(option):
+        return min(MAX_API_RETRY_WAIT, max(0.0, _workers_float(airflows)))
+    return _seconds(option, 0, MAX_API_RETRY_WAIT, low_included=True)
+
+
+def _workers_int(option: str) -> int:
+    from airflow.sdk import conf
+
+    return max(1, conf.getint("workers", option))
+
+
+def _workers_float(option: str) -> float:
+    from airflow.sdk import conf
+
+    return conf.getfloat("workers", option)
+
+
+def heartbeat_tolerance() -> float:
+    """Seconds of unreachable API server the task's supervisor surely tolerates.
+
+    The supervisor heartbeats at most every ``[workers] min_heartbeat_interval``
+    seconds and kills the task at the ``[workers] max_failed_heartbeats``-th failure
+    in a row. The first may fail the moment the server goes, so the kill may come
+    after (max_failed_heartbeats - 1) x min_heartbeat_interval seconds, never sooner
+    (each failed heartbeat's own retries only make it later).
+    """
+    from airflow.sdk import conf
+
+    failures = conf.getint("workers", "max_failed_heartbeats")
+    interval = conf.getfloat("workers", "min_heartbeat_interval")
+    return max(0, failures - 1) * interval
+
+
+def clock_read_limit() -> float:
+    """Seconds the retry policy and the retry-start check may spend reading Airflow
+    (``[retry_window] clock_read_limit``), below :func:`heartbeat_tolerance`."""
+    tolerance = heartbeat_tolerance()
+    value = _raw("clock_read_limit")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 < seconds < tolerance):
+        raise ConfigurationError(
+            "clock_read_limit",
+            value,
+            f"a number of seconds more than 0 and below {tolerance:g}, what the supervisor "
+            "tolerates of an unreachable API server ((max_failed_heartbeats - 1) x "
+            "min_heartbeat_interval of [workers]), or it kills the try undecided",
+        )
+    return seconds
 
 
 def checked_max_response_bytes(value: object, name: str = "max_response_bytes") -> int:

@@ -6,6 +6,8 @@ imports Airflow, so the pure model and the command line can use them too.
 
 from __future__ import annotations
 
+from typing import Any
+
 # -- the model's input --------------------------------------------------------------
 
 
@@ -44,7 +46,13 @@ class InvalidFixture(ValueError):
 
 
 class ClockError(ValueError):
-    """A time cannot be placed on the model's clock."""
+    """A time cannot be placed on the model's clock.
+
+    :ivar read: when the API server's clock could not be read, how many tries were
+        made over how long (a :class:`~airflow_retrywindow.read_retry.ReadCount`).
+    """
+
+    read: Any = None
 
 
 class DeadlineError(ValueError):

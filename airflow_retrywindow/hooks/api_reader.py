@@ -34,8 +34,14 @@ REST API lists the earlier tries of one task instance at a time. A gate with an
 approval task reads that task's human-in-the-loop request and answer in one more
 request (:meth:`AirflowApi.approval`).
 
-Every failure raises :class:`AirflowApiError` naming the request and the cause,
-so a gate can refuse to decide (fail closed) and say why.
+Every request rides out what Airflow's own client rides out
+(:class:`~airflow_retrywindow.read_retry.ReadRetry`): a connection error, a timeout
+or an answer 5xx or 429 is tried again with jittered exponential waits, within
+the decision's time limit (``gate_timeout``). Each try counts as a request
+(:attr:`AirflowApi.requests`), and :attr:`AirflowApi.reads` tells how many were
+tries again. Every other failure, and one that outlasts the tries, raises
+:class:`AirflowApiError` naming the request, the cause and the tries, so a gate
+can refuse to decide (fail closed) and say why.
 
 What it reads is bounded: no answer body larger than ``max_response_bytes`` is
 read (the cap is enforced while the body arrives, never after), and with a
@@ -72,6 +78,7 @@ from airflow_retrywindow.configuration import (
     checked_timeout,
 )
 from airflow_retrywindow.exceptions import AirflowApiError, ClockError
+from airflow_retrywindow.read_retry import ErrorAnswer, ReadRetry, ReadTally, retried_status
 from airflow_retrywindow.redaction import safe_text, without_userinfo
 from airflow_retrywindow.timing.skew import ClockOffset, server_date
 from airflow_retrywindow.timing.time_limit import TimeLimit
@@ -256,7 +263,10 @@ class AirflowApi:
     :param max_response_bytes: the largest answer body read; a larger one is refused
         while it arrives.
     :param time_limit: the time the whole decision may take; each request waits at
-        most the time left, and none is made once it has run out.
+        most the time left, and none is made once it has run out. It bounds the tries
+        again of a failed request too; without it they take at most ``timeout``.
+    :param retry: how a failed request is tried again (default: ``[retry_window]
+        api_retries``, ``api_retry_wait_min`` and ``_max``).
     """
 
     def __init__(
@@ -272,6 +282,7 @@ class AirflowApi:
         timeout: float = DEFAULT_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         time_limit: TimeLimit | None = None,
+        retry: ReadRetry | None = None,
     ) -> None:
         try:
             parts = urlsplit(base_url) if isinstance(base_url, str) else None
@@ -294,8 +305,11 @@ class AirflowApi:
         self.timeout = float(timeout)
         self.max_response_bytes = max_response_bytes
         self.time_limit = time_limit
-        #: requests made so far, the token request included
+        self.retry = ReadRetry.from_settings() if retry is None else retry
+        #: requests made so far, the token request and every try again included
         self.requests = 0
+        #: the tries again so far, and the count of the last read
+        self.reads = ReadTally()
         #: the API server's clock minus this worker's, from every answer so far
         #: (:meth:`ClockOffset.combined`); ``None`` before the first answer
         self.clock_offset: ClockOffset | None = None
@@ -549,15 +563,23 @@ class AirflowApi:
                 return
 
     def _call(self, where: str, request: Callable[[], T]) -> T:
-        """One read, counted; on a 401 with ``login`` given, one fresh token and one retry."""
+        """One read, tried again while Airflow is briefly away; on a 401 with ``login``
+        given, one fresh token and one more read."""
         from airflow_client.client.exceptions import ApiException, OpenApiException
 
         client = self._client()  # the token request, if any, is made and counted first
         renewed = False
         while True:
-            self.requests += 1
             try:
-                return request()
+                return self._retried(request)
+            except ErrorAnswer as error:  # a 5xx or 429 through every try
+                cause = error.__cause__
+                said = (
+                    self._refusal(where, cause, renewed)
+                    if isinstance(cause, ApiException)
+                    else f"the Airflow REST API at {self.base_url} refused to read {where}: {error}"
+                )
+                raise AirflowApiError(f"{said}{self._tries()}") from cause or error
             except ApiException as error:
                 if error.status == 401 and self.login and not renewed:
                     # the token expired, or the server's signing key changed: renew it once
@@ -576,12 +598,41 @@ class AirflowApi:
                 limit = self.time_limit
                 if limit is not None and limit.expired:  # a request cut short by the limit
                     raise AirflowApiError(
-                        f"{limit.describe()} (reading {where}: {type(error).__name__})"
+                        f"{limit.describe()} (reading {where}: {type(error).__name__}"
+                        f"{self._tries()})"
                     ) from error
                 raise AirflowApiError(
                     f"the Airflow REST API at {self.base_url} could not be reached to read "
-                    f"{where} ({type(error).__name__}: {_short(str(error))}){_tls_hint(error)}"
+                    f"{where} ({type(error).__name__}: {_short(str(error))}){self._tries()}"
+                    f"{_tls_hint(error)}"
                 ) from error
+
+    def _retried(self, request: Callable[[], T]) -> T:
+        """``request``, counted, and tried again on a connection error or an answer
+        5xx or 429, within the time the decision has left."""
+        from airflow_client.client.exceptions import ApiException
+
+        def once(_left: float) -> T:
+            self.requests += 1
+            try:
+                return request()
+            except ApiException as error:
+                if error.status is not None and retried_status(error.status):
+                    raise ErrorAnswer(error.status, _retry_after(error), str(error.reason)) from (
+                        error
+                    )
+                raise
+
+        return self.retry.call(once, bound=self._bound(), tally=self.reads)
+
+    def _bound(self) -> float:
+        """Seconds the tries of one read may take: the decision's time left, else one
+        request's timeout."""
+        return self.timeout if self.time_limit is None else self.time_limit.left()
+
+    def _tries(self) -> str:
+        count = self.reads.last
+        return f", after {count.describe()}" if count is not None and count.tries > 1 else ""
 
     def _refusal(self, where: str, error: ApiException, renewed: bool) -> str:
         text = (
@@ -621,22 +672,35 @@ class AirflowApi:
         if not self.login:
             return None
         url = f"{self.base_url}/auth/token"
-        self.requests += 1
-        try:
-            answer = client.rest_client.request(  # type: ignore[no-untyped-call]
+
+        def once(_left: float) -> RESTResponse:
+            self.requests += 1
+            answer: RESTResponse = client.rest_client.request(  # type: ignore[no-untyped-call]
                 "POST",
                 url,
                 headers={"Content-Type": "application/json", "Accept": "application/json"},
                 body={"username": self.login, "password": self.password or ""},
                 _request_timeout=self.timeout,
             )
-            answer.read()
+            answer.read()  # type: ignore[no-untyped-call]
+            if retried_status(answer.status):
+                raise ErrorAnswer(answer.status, answer.headers.get("Retry-After"))
+            return answer
+
+        try:
+            answer = self.retry.call(once, bound=self._bound(), tally=self.reads)
         except AirflowApiError:
             raise
+        except ErrorAnswer as error:
+            raise AirflowApiError(
+                f"the Airflow API at {self.base_url} could not give a token for user "
+                f"{self.login!r}: {error}{self._tries()}"
+            ) from error
         except Exception as error:
             raise AirflowApiError(
                 f"the Airflow REST API at {self.base_url} could not be reached to get a token "
-                f"({type(error).__name__}: {_short(str(error))}){_tls_hint(error)}"
+                f"({type(error).__name__}: {_short(str(error))}){self._tries()}"
+                f"{_tls_hint(error)}"
             ) from error
         text = (answer.data or b"").decode("utf-8", "replace")
         if answer.status not in (200, 201):
@@ -690,7 +754,8 @@ class BoundedTransport:
             method, url, headers, body, post_params, _request_timeout=timeout
         )
         received = _now()
-        self._note_clock(sent, received, answer.headers.get("Date"))
+        if answer.status < 400:  # an error answer is no clock reading, with a Date or not
+            self._note_clock(sent, received, answer.headers.get("Date"))
         answer.data = self._body(answer.response, shown)  # type: ignore[assignment]
         return answer
 
@@ -756,6 +821,12 @@ class BoundedTransport:
         # the rest of the body is never read: the connection cannot be used again
         response.close()
         response.release_conn()
+
+
+def _retry_after(error: ApiException) -> str | None:
+    headers = error.headers or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    return str(value) if value else None
 
 
 def _address(url: str) -> str:

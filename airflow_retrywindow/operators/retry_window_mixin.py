@@ -36,6 +36,7 @@ from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
 from airflow_retrywindow.gate.targets import Estimates, GivenEstimate, resolve_estimates
 from airflow_retrywindow.links.retry_window import RetryWindowLink
+from airflow_retrywindow.read_retry import ReadTally
 from airflow_retrywindow.redaction import mask_credentials_in, safe_json
 from airflow_retrywindow.timing.deadline import Deadline
 
@@ -223,7 +224,7 @@ class RetryWindowMixin(_Operator):
             skipped=skipped,
             estimate_sources=estimates.sources,
             override=override,
-            extra=extra,
+            extra={**_retried_reads(decided.reader), **(dict(extra) if extra else {})},
         )
         metrics.gate_decided(record, by=metrics.GATE if self.kind == "gate" else metrics.SENSOR)
         return record
@@ -266,3 +267,11 @@ class RetryWindowMixin(_Operator):
             f"map index {ti.map_index} of {self.task_id} holds back {names}: skipped itself, "
             "so that its downstream tasks of this map index are skipped by their trigger rule"
         )
+
+
+def _retried_reads(reader: object) -> dict[str, Any]:
+    """The reads tried again while Airflow was briefly away, when there were any."""
+    tally = getattr(reader, "reads", None)
+    if isinstance(tally, ReadTally) and tally.retries:
+        return {"retriedReads": tally.as_dict()}
+    return {}

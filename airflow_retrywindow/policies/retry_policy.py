@@ -50,6 +50,7 @@ from airflow_retrywindow.policies.reconcile import (
 from airflow_retrywindow.policies.retry_start import start_check_of
 from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
+from airflow_retrywindow.read_retry import ReadCount, ReadTally
 from airflow_retrywindow.records import evidence, start_check
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.redaction import describe_exception
@@ -291,7 +292,8 @@ class RetryWindowPolicy(RetryPolicy):
         check: str = "retry-policy",
     ) -> Decided:
         tolerance = timedelta(seconds=configuration.clock_skew_tolerance())
-        clock = server_clock(tolerance).check(tolerance)  # too far apart: refused, naming it
+        read = ReadTally()
+        clock = server_clock(tolerance, tally=read).check(tolerance)  # too far apart: refused
         local = pendulum.now("UTC")
         due = self.deadline.resolve(context)
         settings, spread = self._spread(settings, failed, context)
@@ -355,6 +357,7 @@ class RetryWindowPolicy(RetryPolicy):
                         if check != RETRY_START
                         else {}
                     ),
+                    **({"clockRead": read.last.as_dict()} if read.last else {}),
                     **spread,
                     **({"reconciliation": failed.job.as_dict()} if failed.job else {}),
                 },
@@ -457,7 +460,10 @@ class RetryWindowPolicy(RetryPolicy):
             self._keep_evidence(
                 context,
                 evidence.gate_error(
-                    try_number=try_number, reason=cause, action=decision.action.value
+                    try_number=try_number,
+                    reason=cause,
+                    action=decision.action.value,
+                    extra=_read_of(error),
                 ),
             )
             metrics.gate_error(context, by=metrics.RETRY_POLICY)
@@ -492,6 +498,12 @@ def _airflow_decision(decided: TaskDecision, text: str, job: JobRead | None) -> 
     # hand Airflow the model's own delay: its jittered backoff is not what we checked
     wait = decided.backoff if decision is Decision.WAIT_BACKOFF and decided.backoff else 0
     return RetryDecision.retry(delay=timedelta(seconds=wait), reason=text)
+
+
+def _read_of(error: BaseException) -> dict[str, Any]:
+    """How many tries the clock read that failed made, over how long, for the evidence."""
+    read = getattr(error, "read", None)
+    return {"clockRead": read.as_dict()} if isinstance(read, ReadCount) else {}
 
 
 def _task_of(context: Mapping[str, Any] | None) -> Any:

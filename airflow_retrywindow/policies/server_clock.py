@@ -23,9 +23,17 @@ worker's clock look ahead. So before that verdict stands, the server is asked
 again, after a pause, up to :data:`CONFIRMATIONS` times, and the answers are taken
 together (:meth:`~airflow_retrywindow.timing.skew.ClockOffset.combined`).
 
-Any other failure to read the server's clock raises
-:class:`~airflow_retrywindow.exceptions.ClockError` naming the URL and the
-cause: the policy then cannot evaluate, and refuses (``on_error="fail"``).
+Each request rides out what Airflow's own client rides out
+(:class:`~airflow_retrywindow.read_retry.ReadRetry`): a connection error, a
+timeout or an answer 5xx or 429 is tried again, with jittered exponential
+waits, within ``[retry_window] clock_read_limit`` seconds for the whole
+measurement, below what the supervisor's heartbeat tolerates. Only answers that
+succeeded are measured: an error answer, with or without a ``Date``, is tried again.
+
+When that bound is spent, or the read fails otherwise, it raises
+:class:`~airflow_retrywindow.exceptions.ClockError` naming the URL, the cause and
+how many tries were made over how long (:attr:`ClockError.read`): the policy then
+cannot evaluate, and refuses (``on_error="fail"``) with that in its evidence.
 """
 
 from __future__ import annotations
@@ -39,8 +47,9 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.configuration import SERVER_CLOCK_TIMEOUT
+from airflow_retrywindow.configuration import SERVER_CLOCK_TIMEOUT, clock_read_limit
 from airflow_retrywindow.exceptions import ClockError
+from airflow_retrywindow.read_retry import ErrorAnswer, ReadRetry, ReadTally, retried_status
 from airflow_retrywindow.redaction import describe_exception, safe_text, without_userinfo
 from airflow_retrywindow.timing.skew import ClockOffset, server_date
 
@@ -54,12 +63,23 @@ CONFIRMATIONS = 2
 CONFIRMATION_PAUSE = 1.2
 
 
-def server_clock(tolerance: timedelta, timeout: float = SERVER_CLOCK_TIMEOUT) -> ClockOffset:
+def server_clock(
+    tolerance: timedelta,
+    timeout: float = SERVER_CLOCK_TIMEOUT,
+    *,
+    retry: ReadRetry | None = None,
+    bound: float | None = None,
+    tally: ReadTally | None = None,
+) -> ClockOffset:
     """How far the execution API server's clock is from this worker's.
 
     :param tolerance: how far the clocks may disagree; a measurement that finds this
         worker's clock ahead by more is confirmed before it is returned.
     :param timeout: seconds to wait for each answer of the server.
+    :param retry: how a failed request is tried again (default: the settings').
+    :param bound: seconds the whole measurement may take, every try and wait
+        included (default: ``[retry_window] clock_read_limit``).
+    :param tally: where the tries are counted.
     :raises ClockError: when the server's clock cannot be read.
     """
     comms = _supervisor_comms()
@@ -68,39 +88,79 @@ def server_clock(tolerance: timedelta, timeout: float = SERVER_CLOCK_TIMEOUT) ->
     url = execution_api_url(in_task_run=comms is not None)
     if url is None:
         return ClockOffset.same_clock(NO_SERVER)
-    found = measure(url, timeout)
+    retry = ReadRetry.from_settings() if retry is None else retry
+    limit = clock_read_limit() if bound is None else bound
+    tally = ReadTally() if tally is None else tally
+    started = time.monotonic()
+
+    def left() -> float:
+        return limit - (time.monotonic() - started)
+
+    found = measure(url, timeout, retry=retry, bound=left(), tally=tally)
     for _ in range(CONFIRMATIONS):
-        if found.high >= -tolerance:
+        if found.high >= -tolerance or left() <= CONFIRMATION_PAUSE:
             break
         # not time.sleep: an Event's wait keeps working under a faked clock (faketime)
         threading.Event().wait(CONFIRMATION_PAUSE)
-        found = found.combined(measure(url, timeout))
+        found = found.combined(measure(url, timeout, retry=retry, bound=left(), tally=tally))
     return found
 
 
-def measure(url: str, timeout: float) -> ClockOffset:
-    """The offset one request to ``url`` bounds; its body is never read.
+def measure(
+    url: str,
+    timeout: float,
+    *,
+    retry: ReadRetry | None = None,
+    bound: float | None = None,
+    tally: ReadTally | None = None,
+) -> ClockOffset:
+    """The offset one answer of ``url`` bounds; its body is never read.
+
+    An error answer or a failed request is tried again (``retry``) within ``bound``.
 
     :param url: any address of the server; every answer carries its ``Date``.
-    :param timeout: seconds to wait for the answer.
+    :param timeout: seconds to wait for each answer.
+    :param retry: how a failed request is tried again (default: the settings').
+    :param bound: seconds every try and wait may take together (default: ``timeout``).
+    :param tally: where the tries are counted.
     :raises ClockError: when no answer came or it carried no usable ``Date``.
     """
     import httpx
 
+    retry = ReadRetry.from_settings() if retry is None else retry
+    tally = ReadTally() if tally is None else tally
     shown = safe_text(without_userinfo(url), limit=200)
     source = f"the Airflow API server at {shown}"
-    try:
-        with httpx.Client(verify=_tls(), cert=_client_cert(), timeout=timeout) as client:
+
+    def once(left: float) -> tuple[pendulum.DateTime, pendulum.DateTime, str | None]:
+        wait = max(0.001, min(timeout, left))
+        with httpx.Client(verify=_tls(), cert=_client_cert(), timeout=wait) as client:
             sent = _now()
             with client.stream("GET", url, follow_redirects=False) as answer:
                 received = _now()
-                date = answer.headers.get("Date")
+                if retried_status(answer.status_code):
+                    # an error answer is no clock reading, Date or not: try again
+                    raise ErrorAnswer(
+                        answer.status_code,
+                        answer.headers.get("Retry-After"),
+                        answer.reason_phrase,
+                    )
+                return sent, received, answer.headers.get("Date")
+
+    try:
+        sent, received, date = retry.call(
+            once, bound=timeout if bound is None else bound, tally=tally
+        )
     except Exception as error:
-        raise ClockError(
-            f"the API server's clock could not be read at {shown} ({describe_exception(error)}) "
-            f"within {timeout:g} s, so this worker's clock cannot be checked against it; "
-            "check [core] execution_api_server_url and that the server is reachable"
-        ) from error
+        count = tally.last
+        tried = f" after {count.describe()} ([retry_window] clock_read_limit)" if count else ""
+        failed = ClockError(
+            f"the API server's clock could not be read at {shown} ({describe_exception(error)})"
+            f"{tried}, so this worker's clock cannot be checked against it; check [core] "
+            "execution_api_server_url and that the server is reachable"
+        )
+        failed.read = count
+        raise failed from error
     return ClockOffset.measured(sent, received, server_date(date, source), source)
 
 

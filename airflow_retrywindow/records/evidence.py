@@ -84,11 +84,14 @@ def record(
     )
 
 
-def gate_error(*, try_number: int, reason: str, action: str) -> dict[str, Any]:
+def gate_error(
+    *, try_number: int, reason: str, action: str, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """A decision taken without the model, because the gate could not evaluate.
 
     :param reason: why it could not evaluate, already safe to store.
     :param action: what Airflow was told: fail or default.
+    :param extra: more evidence, e.g. ``clockRead``: the tries of a failed clock read.
     """
     return stamped(
         {
@@ -97,6 +100,7 @@ def gate_error(*, try_number: int, reason: str, action: str) -> dict[str, Any]:
             "action": action,
             "reason": f"gate-error: {reason}",
             "check": "retry-policy",
+            **(dict(extra) if extra else {}),
         }
     )
 

@@ -29,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.hooks.error_pages import bad_gateway
+
 VERSION = "3.3.2"
 START = datetime(2026, 3, 2, 5, 0, tzinfo=timezone.utc)
 
@@ -143,6 +145,11 @@ class FakeAirflowApi:
     #: (a server whose event loop was busy, as uvicorn's Date cache can be)
     stale_answers: int = 0
     stale_by: float = 10.0
+    #: the next answers, whatever was asked: ``(status, dated)``; a 502 comes in
+    #: HAProxy's default shape, without a Date unless ``dated``
+    error_answers: list[tuple[int, bool]] = field(default_factory=list)
+    #: a ``Retry-After`` header for each error answer, if set
+    retry_after: str | None = None
     received: list[Request] = field(default_factory=list)
     _numbers: Iterator[int] = field(default_factory=itertools.count)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -249,6 +256,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.headers.get("Authorization"),
         )
         api = self.server.api
+        if api.error_answers:
+            with api._lock:
+                api.received.append(request)
+                status, dated = api.error_answers.pop(0)
+            self._send_error_answer(status, dated=dated, retry_after=api.retry_after)
+            return
         status, payload = api.answer(request)
         if api.padding and isinstance(payload, dict):
             payload = {**payload, "padding": "x" * api.padding}
@@ -271,6 +284,25 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(api.dribble)
         except OSError:  # the reader hung up: what it was sent was enough
             self.close_connection = True
+
+    def _send_error_answer(self, status: int, *, dated: bool, retry_after: str | None) -> None:
+        if status == 502:
+            answer = bad_gateway(dated=dated)
+        else:
+            self.send_response(status)  # with a Date, as every answer of the API server
+            if retry_after:
+                self.send_header("Retry-After", retry_after)
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            return
+        if retry_after:
+            answer = answer.replace(
+                b"\r\n\r\n", f"\r\nretry-after: {retry_after}\r\n\r\n".encode(), 1
+            )
+        self.wfile.write(answer)
+        self.close_connection = True
 
     def _send_forever(self) -> None:
         self.send_header("Connection", "close")

@@ -201,6 +201,57 @@ def test_the_clock_tolerance_size_cap_and_gate_timeout_come_from_the_section(
     assert AirflowApiHook("rw_settings_api").get_conn().max_response_bytes == 4096
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("api_retries", "0"), ("api_retries", "many"), ("api_retries", "101"),
+     ("api_retry_wait_min", "-1"), ("api_retry_wait_max", "601"),
+     ("clock_read_limit", "0"), ("clock_read_limit", "10"), ("clock_read_limit", "soon")],
+)  # fmt: skip
+def test_a_bad_read_retry_setting_names_the_option_and_the_value(
+    monkeypatch: pytest.MonkeyPatch, option: str, value: str
+) -> None:
+    monkeypatch.setenv(env(option), value)
+    reader = {
+        "api_retries": configuration.api_retries,
+        "api_retry_wait_min": configuration.api_retry_wait,
+        "api_retry_wait_max": configuration.api_retry_wait,
+        "clock_read_limit": configuration.clock_read_limit,
+    }[option]
+    with pytest.raises(ValueError, match=rf"\[retry_window\] {option} = '{value}' is not valid"):
+        reader()
+
+
+def test_read_retries_default_to_airflows_own_and_may_ask_for_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for option in ("api_retries", "api_retry_wait_min", "api_retry_wait_max", "clock_read_limit"):
+        monkeypatch.delenv(env(option), raising=False)
+    assert configuration.api_retries() == 5  # [workers] execution_api_retries
+    assert configuration.api_retry_wait() == (1.0, 90.0)
+    assert configuration.clock_read_limit() == 9.0
+    monkeypatch.setenv(env("api_retries"), "8")
+    monkeypatch.setenv(env("api_retry_wait_max"), "4")
+    assert configuration.api_retries() == 8
+    assert configuration.api_retry_wait() == (1.0, 4.0)
+    monkeypatch.setenv(env("api_retry_wait_min"), "5")
+    with pytest.raises(ValueError, match=r"api_retry_wait_max = 4.0 is not valid: at least"):
+        configuration.api_retry_wait()
+
+
+def test_the_clock_read_limit_stays_below_the_supervisors_heartbeat_tolerance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (max_failed_heartbeats - 1) x min_heartbeat_interval: the kill may come no sooner
+    assert configuration.heartbeat_tolerance() == (3 - 1) * 5
+    monkeypatch.setenv("AIRFLOW__WORKERS__MAX_FAILED_HEARTBEATS", "5")
+    monkeypatch.setenv(env("clock_read_limit"), "19.5")
+    assert configuration.heartbeat_tolerance() == 20
+    assert configuration.clock_read_limit() == 19.5
+    monkeypatch.setenv("AIRFLOW__WORKERS__MAX_FAILED_HEARTBEATS", "2")
+    with pytest.raises(ValueError, match=r"clock_read_limit = '19.5' .* below 5"):
+        configuration.clock_read_limit()
+
+
 def test_the_links_address_starts_from_the_view_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     key = SimpleNamespace(dag_id="d", run_id="r", task_id="gate", map_index=-1)
     link = RetryWindowLink()

@@ -137,14 +137,68 @@ def test_a_date_noted_early_is_asked_again_before_this_worker_is_found_ahead(
     assert kept["clock"]["offsetLow"] <= 0 <= kept["clock"]["offsetHigh"]
 
 
+def quick_retries(monkeypatch: pytest.MonkeyPatch, tries: int = 5) -> None:
+    monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__API_RETRIES", str(tries))
+    monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__API_RETRY_WAIT_MIN", "0.05")
+    monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__API_RETRY_WAIT_MAX", "0.1")
+
+
+@pytest.mark.parametrize("dated", [False, True], ids=["no Date", "a Date"])
+def test_error_answers_are_tried_again_and_the_evidence_says_how_often(
+    server: Served, api: FakeAirflowApi, monkeypatch: pytest.MonkeyPatch, dated: bool
+) -> None:
+    quick_retries(monkeypatch)
+    api.clock_shift = 3600.0  # an error answer's Date would refuse: only the last one counts
+    api.error_answers = [(502, dated), (503, True)]
+    api.clock_shift = 0.0
+    decision, kept = decide(pendulum.now("UTC").add(hours=6))
+    assert decision.action.value == "retry"
+    assert api.paths() == ["/execution/"] * 3
+    assert kept["clockRead"]["tries"] == 3
+    assert 0 < kept["clockRead"]["seconds"] < 2
+    assert kept["clock"]["offsetLow"] <= 0 <= kept["clock"]["offsetHigh"]
+
+
+def test_an_outage_past_the_bound_refuses_saying_how_many_tries_over_how_long(
+    server: Served, api: FakeAirflowApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick_retries(monkeypatch, tries=100)
+    monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__CLOCK_READ_LIMIT", "1.5")
+    api.error_answers = [(502, False)] * 1000
+    started = pendulum.now("UTC")
+    decision, kept = decide(started.add(hours=6))
+    took = (pendulum.now("UTC") - started).total_seconds()
+    assert decision.action.value == "fail"
+    tries = len(api.received)
+    assert 5 <= tries < 100 and took < 3
+    assert f"after {tries} tries over 1." in decision.reason
+    assert kept["reason"].startswith("gate-error:")
+    assert kept["clockRead"]["tries"] == tries
+    # no try starts past the bound; the last one may end a moment after it
+    assert 1.0 <= kept["clockRead"]["seconds"] <= 1.5 + 0.3
+
+
+def test_a_clock_read_limit_the_heartbeat_would_not_tolerate_is_refused(
+    server: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__CLOCK_READ_LIMIT", "10")
+    decision, _ = decide(pendulum.now("UTC").add(hours=6))
+    assert decision.action.value == "fail"
+    assert "clock_read_limit = '10' is not valid" in decision.reason
+    assert "below 10" in decision.reason
+
+
 def test_an_unreachable_server_fails_closed_naming_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     monkeypatch.setenv(URL_ENV, f"http://probe:secret-pw@127.0.0.1:{port}/execution/")
+    quick_retries(monkeypatch)
     decision, kept = decide(pendulum.now("UTC").add(hours=6))
     assert decision.action.value == "fail"
     assert f"could not be read at http://127.0.0.1:{port}/execution/" in decision.reason
+    assert "after 5 tries over " in decision.reason
+    assert kept["clockRead"]["tries"] == 5
     assert "secret-pw" not in decision.reason + repr(kept)
     handed, _ = decide(pendulum.now("UTC").add(hours=6), on_error="default")
     assert handed.action.value == "default"
