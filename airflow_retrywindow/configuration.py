@@ -46,6 +46,10 @@ DEFAULT_GATE_TIMEOUT = 300.0
 MAX_GATE_TIMEOUT = 3600.0
 #: seconds the retry policy waits for the API server's answer that tells its clock
 SERVER_CLOCK_TIMEOUT = 5.0
+#: a deferrable sensor sleeps a wait shorter than this in the worker while Airflow's
+#: scheduler race is open (:mod:`airflow_retrywindow.scheduler_race`)
+DEFAULT_SENSOR_SHORT_WAIT = 10.0
+MAX_SENSOR_SHORT_WAIT = 60.0
 
 
 def _described(text: str) -> str:
@@ -137,6 +141,19 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "type": "float",
         "example": "60",
         "default": f"{DEFAULT_GATE_TIMEOUT:g}",
+    },
+    "sensor_short_wait": {
+        "description": _described(
+            f"""Seconds, 0 to {MAX_SENSOR_SHORT_WAIT:g}: a deferrable RetryWindowSensor
+            sleeps a wait shorter than this in the worker instead of deferring it, on an
+            Airflow whose scheduler can fail a task whose trigger fires a few seconds
+            after it deferred (apache/airflow#67287, #72716, #71580). 0 defers every
+            wait. On an Airflow where those issues are fixed every wait is deferred."""
+        ),
+        "version_added": None,
+        "type": "float",
+        "example": "0",
+        "default": f"{DEFAULT_SENSOR_SHORT_WAIT:g}",
     },
     "view_base_url": {
         "description": _described(
@@ -252,6 +269,12 @@ def clock_skew_tolerance() -> float:
 def gate_timeout() -> float:
     """Seconds one whole gate or sensor decision may take (``[retry_window] gate_timeout``)."""
     return _seconds("gate_timeout", 0, MAX_GATE_TIMEOUT, low_included=False)
+
+
+def sensor_short_wait() -> float:
+    """Seconds under which a deferrable sensor sleeps its wait in the worker
+    (``[retry_window] sensor_short_wait``)."""
+    return _seconds("sensor_short_wait", 0, MAX_SENSOR_SHORT_WAIT, low_included=True)
 
 
 def checked_max_response_bytes(value: object, name: str = "max_response_bytes") -> int:
