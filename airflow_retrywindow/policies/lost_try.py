@@ -142,8 +142,14 @@ def may_be_lost(history: object, previous_try: int, *, first_of_window: bool) ->
     :param previous_try: the try before the starting one.
     :param first_of_window: whether ``previous_try`` was its window's first try,
         which starts without a decision.
-    :returns: :data:`RESCHEDULED`, :data:`DEFERRED`, or ``None`` when it was not let run.
+    :returns: :data:`RESCHEDULED`, :data:`DEFERRED`, or ``None`` when it was not let
+        run, or when a later start already decided about it (a try rescheduled at its
+        start starts again with the same number).
     """
+    latest = history.get("latest") if isinstance(history, dict) else None
+    decided_at = latest.get("tryNumber") if isinstance(latest, dict) else None
+    if isinstance(decided_at, int) and decided_at > previous_try:
+        return None
     if _rescheduled(history, previous_try) is not None:
         return RESCHEDULED
     if first_of_window:

@@ -131,6 +131,8 @@ def test_the_event_log_is_read_only_when_our_decisions_say_the_try_could_be_lost
     assert may_be_lost(None, 1, first_of_window=True) == DEFERRED
     assert may_be_lost(None, 2, first_of_window=False) is None
     assert may_be_lost(handed_over(0), 2, first_of_window=False) is None
+    # try 2 was rescheduled at its start and starts again: try 1 was decided then
+    assert may_be_lost(rescheduled(2), 1, first_of_window=True) is None
 
 
 # -- the retry-start check decides it -------------------------------------------------
