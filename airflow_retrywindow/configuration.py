@@ -60,6 +60,10 @@ MAX_API_RETRY_WAIT = 600.0
 #: how long the retry policy and the retry-start check may spend reading Airflow
 #: (every try and wait), in seconds: below what the supervisor's heartbeat tolerates
 DEFAULT_CLOCK_READ_LIMIT = 9.0
+#: a deferrable sensor sleeps a wait shorter than this in the worker while Airflow's
+#: scheduler race is open (:mod:`airflow_retrywindow.scheduler_race`)
+DEFAULT_SENSOR_SHORT_WAIT = 10.0
+MAX_SENSOR_SHORT_WAIT = 60.0
 
 
 def _described(text: str) -> str:
@@ -200,6 +204,19 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "type": "float",
         "example": "6",
         "default": f"{DEFAULT_CLOCK_READ_LIMIT:g}",
+    },
+    "sensor_short_wait": {
+        "description": _described(
+            f"""Seconds, 0 to {MAX_SENSOR_SHORT_WAIT:g}: a deferrable RetryWindowSensor
+            sleeps a wait shorter than this in the worker instead of deferring it, on an
+            Airflow whose scheduler can fail a task whose trigger fires a few seconds
+            after it deferred (apache/airflow#67287, #72716, #71580). 0 defers every
+            wait. On an Airflow where those issues are fixed every wait is deferred."""
+        ),
+        "version_added": None,
+        "type": "float",
+        "example": "0",
+        "default": f"{DEFAULT_SENSOR_SHORT_WAIT:g}",
     },
     "view_base_url": {
         "description": _described(
@@ -392,6 +409,7 @@ def gate_timeout() -> float:
     return _seconds("gate_timeout", 0, MAX_GATE_TIMEOUT, low_included=False)
 
 
+@reads("api_retries")
 def api_retries() -> int:
     """The most requests one read of Airflow makes (``[retry_window] api_retries``,
     else ``[workers] execution_api_retries``)."""
@@ -412,13 +430,28 @@ def api_retries() -> int:
 def api_retry_wait() -> tuple[float, float]:
     """The shortest and longest wait between two tries of a read of Airflow
     (``[retry_window] api_retry_wait_min``/``_max``, else Airflow's ``[workers]`` ones)."""
-    low = _wait_or_airflows("api_retry_wait_min", "execution_api_retry_wait_min")
+    return api_retry_wait_min(), api_retry_wait_max()
+
+
+@reads("api_retry_wait_min")
+def api_retry_wait_min() -> float:
+    """The shortest wait between two tries of a read of Airflow."""
+    return _wait_or_airflows("api_retry_wait_min", "execution_api_retry_wait_min")
+
+
+@reads("api_retry_wait_max")
+def api_retry_wait_max() -> float:
+    """The longest wait between two tries of a read of Airflow, at least the shortest."""
     high = _wait_or_airflows("api_retry_wait_max", "execution_api_retry_wait_max")
+    try:
+        low = api_retry_wait_min()
+    except ConfigurationError:
+        return high  # the shortest wait's own reader reports it
     if high < low:
         raise ConfigurationError(
             "api_retry_wait_max", high, f"at least api_retry_wait_min ({low:g})"
         )
-    return low, high
+    return high
 
 
 def _wait_or_airflows(option: str, airflows: str) -> float:
@@ -455,6 +488,7 @@ def heartbeat_tolerance() -> float:
     return max(0, failures - 1) * interval
 
 
+@reads("clock_read_limit")
 def clock_read_limit() -> float:
     """Seconds the retry policy and the retry-start check may spend reading Airflow
     (``[retry_window] clock_read_limit``), below :func:`heartbeat_tolerance`."""
@@ -473,6 +507,13 @@ def clock_read_limit() -> float:
             "min_heartbeat_interval of [workers]), or it kills the try undecided",
         )
     return seconds
+
+
+@reads("sensor_short_wait")
+def sensor_short_wait() -> float:
+    """Seconds under which a deferrable sensor sleeps its wait in the worker
+    (``[retry_window] sensor_short_wait``)."""
+    return _seconds("sensor_short_wait", 0, MAX_SENSOR_SHORT_WAIT, low_included=True)
 
 
 def checked_max_response_bytes(value: object, name: str = "max_response_bytes") -> int:

@@ -381,6 +381,54 @@ class AirflowApi:
         seen = _now()
         return [_row(item, seen) for item in answer.task_instances]
 
+    def event_logs(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        *,
+        event: str,
+        try_number: int,
+        map_index: int = -1,
+        limit: int = 10,
+    ) -> list[dict[str, Any]]:
+        """The latest ``event`` entries of Airflow's event log for one try (one request).
+
+        :param event: the event's name, e.g. ``"state mismatch"``.
+        :param try_number: the try the entries are about.
+        :param map_index: the task instance's map index, ``-1`` when it is not mapped.
+        :param limit: the most entries read, newest first.
+        """
+        from airflow_client.client import EventLogApi
+
+        api = EventLogApi(self._client())
+        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+        where = f"{event!r} events of try {try_number} of task {shown!r} in run {run_id!r}"
+        answer = self._call(
+            where,
+            lambda: api.get_event_logs(
+                dag_id=dag_id,
+                run_id=run_id,
+                task_id=task_id,
+                map_index=map_index,
+                try_number=try_number,
+                event=event,
+                limit=limit,
+                order_by=["-when"],
+                _request_timeout=self.timeout,
+            ),
+        )
+        return [
+            {
+                "event": item.event,
+                "tryNumber": item.try_number,
+                "mapIndex": item.map_index,
+                "extra": item.extra,
+                "when": _aware(item.when),
+            }
+            for item in answer.event_logs
+        ]
+
     def xcom_keys(self, dag_id: str, run_id: str, key_prefix: str) -> list[XComKey]:
         """The XCom keys starting with ``key_prefix`` of every task of one run, paged."""
         from airflow_client.client import XComApi

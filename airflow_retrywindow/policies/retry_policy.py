@@ -42,6 +42,7 @@ from airflow_retrywindow.model import Decision, Fixture, TaskDecision, TaskState
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies.failures import Classifier, ExceptionSpec
 from airflow_retrywindow.policies.job_status import JobRead
+from airflow_retrywindow.policies.lost_try import LostTry
 from airflow_retrywindow.policies.reconcile import (
     DEFAULT_STATUS_READ_TIMEOUT,
     StatusReader,
@@ -81,6 +82,7 @@ class Failure:
     :param try_number: the Airflow try the decision is recorded for.
     :param attempts: attempts of the window the model counts, the failed one included.
     :param job: what the status read of a resumable job found, when one was read.
+    :param lost: the try Airflow's scheduler failed by its race, when that is the failure.
     """
 
     failure: str
@@ -88,6 +90,7 @@ class Failure:
     try_number: int
     attempts: int
     job: JobRead | None = None
+    lost: LostTry | None = None
 
     @property
     def state(self) -> TaskState:
@@ -103,6 +106,8 @@ class Failure:
         """When the attempt ended, if that is known."""
         if self.job is not None:
             return pendulum.instance(self.job.finished_at) if self.job.finished_at else None
+        if self.lost is not None:
+            return pendulum.instance(self.lost.ended_at)
         return None if self.failure == UNKNOWN else now
 
 
@@ -238,7 +243,9 @@ class RetryWindowPolicy(RetryPolicy):
             # Airflow falls back to its own retries when a policy raises: never let it
             return self._cannot_evaluate(error, context, try_number)
 
-    def decide_start(self, context: Mapping[str, Any], previous_try: int) -> StartVerdict:
+    def decide_start(
+        self, context: Mapping[str, Any], previous_try: int, lost: LostTry | None = None
+    ) -> StartVerdict:
         """Decide whether a try that started without a handed-over decision may run.
 
         The previous try ended without this policy handing it back to Airflow (its
@@ -252,23 +259,31 @@ class RetryWindowPolicy(RetryPolicy):
 
         :param context: the starting try's task context.
         :param previous_try: the try whose outcome is being decided.
+        :param lost: that try, when Airflow's scheduler failed it by its race
+            (:mod:`~airflow_retrywindow.policies.lost_try`): the model is given the
+            failure it names instead of an unknown outcome.
         """
         configuration.check()  # a bad [retry_window] value refuses before anything is read
         task = _task_of(context)
         settings = self.settings_of(task)
         ti = context["ti"]
         job = self._read_job(task, context, previous_try) if resumable(task) else None
-        failed = Failure(
-            failure=UNKNOWN,
-            subject=(
+        if lost is not None:
+            subject = lost.subject()
+        elif job is None:
+            subject = (
                 f"try {previous_try} ended without a retry decision (its process was "
                 "killed or lost its heartbeat); decided before the task's code ran"
-                if job is None
-                else f"try {previous_try} of a resumable job, decided before the task's code ran"
-            ),
+            )
+        else:
+            subject = f"try {previous_try} of a resumable job, decided before the task's code ran"
+        failed = Failure(
+            failure=lost.failure if lost is not None else UNKNOWN,
+            subject=subject,
             try_number=int(ti.try_number),
             attempts=settings.attempts_in_window(previous_try, int(ti.max_tries)),
             job=job,
+            lost=lost,
         )
         verdict = self._decide(failed, settings, context, check=RETRY_START).start
         if verdict is None:  # only a failure-time decision comes without one
@@ -360,6 +375,7 @@ class RetryWindowPolicy(RetryPolicy):
                     **({"clockRead": read.last.as_dict()} if read.last else {}),
                     **spread,
                     **({"reconciliation": failed.job.as_dict()} if failed.job else {}),
+                    **({"lostTry": failed.lost.as_dict()} if failed.lost else {}),
                 },
             ),
         )

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from airflow_retrywindow import metrics
+from airflow_retrywindow.policies import lost_try
 from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.try_start import (
     REFUSE,
@@ -101,7 +102,12 @@ class RetryStartCheck:
             if permission == evidence.DECIDED:
                 self._mark(context, try_number, SUBMIT)
                 return None
-            verdict: StartVerdict = policy.decide_start(context, previous)
+            lost = (
+                _lost_try(policy, task, ti, history, previous)
+                if previous is not None and permission == evidence.UNDECIDED
+                else None
+            )
+            verdict: StartVerdict = policy.decide_start(context, previous, lost)
             if verdict.action not in (REFUSE, RESCHEDULE):
                 self._mark(context, try_number, verdict.expects)
             return verdict
@@ -133,6 +139,19 @@ def _previous_try_of_window(policy: Any, task: Any, ti: Any) -> int | None:
     try_number = int(ti.try_number)
     attempts = policy.settings_of(task).attempts_in_window(try_number, int(ti.max_tries))
     return try_number - 1 if attempts > 1 else None
+
+
+def _lost_try(
+    policy: Any, task: Any, ti: Any, history: object, previous: int
+) -> lost_try.LostTry | None:
+    """The previous try, when Airflow's scheduler failed it by its race after it handed
+    itself back (:mod:`~airflow_retrywindow.policies.lost_try`); the event log is read
+    only when our decisions say it could have."""
+    first = policy.settings_of(task).attempts_in_window(previous, int(ti.max_tries)) == 1
+    if lost_try.may_be_lost(history, previous, first_of_window=first) is None:
+        return None
+    mismatches = lost_try.read_mismatches(ti, previous)
+    return lost_try.lost_try(history, previous, mismatches, first_of_window=first)
 
 
 def install(task: Any) -> None:

@@ -14,7 +14,7 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.bases.sensor import PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
-from airflow_retrywindow import metrics
+from airflow_retrywindow import configuration, metrics, scheduler_race
 from airflow_retrywindow.gate.arguments import flag_argument, work_argument
 from airflow_retrywindow.gate.run import GateDecision
 from airflow_retrywindow.gate.targets import (
@@ -34,12 +34,25 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 _UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
-#: A deferrable sensor sleeps a wait shorter than this in the worker instead of deferring
-#: it. Deferring costs a round trip through the triggerer and the scheduler, and Airflow
-#: 3.3.2 fails a task whose trigger fires before the scheduler has taken in the exit of the
-#: try that deferred (seen a few seconds after it under load: "finished with state success,
-#: but the task instance's state attribute is queued").
-SHORT_WAIT = timedelta(seconds=10)
+
+
+def short_wait(airflow_version: str | None = None) -> timedelta:
+    """The wait a deferrable sensor sleeps in the worker instead of deferring it.
+
+    ``[retry_window] sensor_short_wait`` on an Airflow whose scheduler can fail a
+    task whose trigger fires before it has taken in the exit of the try that
+    deferred (seen a few seconds after it under load: "finished with state success,
+    but the task instance's state attribute is queued"; :mod:`~airflow_retrywindow.scheduler_race`);
+    nothing on an Airflow that has the fixes: every wait is deferred there.
+
+    :param airflow_version: the Airflow to judge (default: the one installed here).
+    """
+    version = (
+        scheduler_race.installed_airflow_version() if airflow_version is None else airflow_version
+    )
+    if not scheduler_race.race_open(version):
+        return timedelta(0)
+    return timedelta(seconds=configuration.sensor_short_wait())
 
 
 class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
@@ -53,9 +66,10 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
     * ``wait-backoff`` - the sensor waits until the model's ``earliestStart``,
       then evaluates again with fresh observations. Deferrable by default: the
       wait happens in the triggerer (``DateTimeTrigger``) and holds no worker
-      slot (a wait shorter than :data:`SHORT_WAIT`, 10 s, is slept in the
-      worker instead); with ``deferrable=False`` the ``poke`` and ``reschedule`` modes sleep
-      or reschedule until that time;
+      slot. A wait shorter than ``[retry_window] sensor_short_wait`` (10 s) is
+      slept in the worker instead, on an Airflow whose scheduler can fail a task whose
+      trigger fires within seconds (:func:`short_wait`); with ``deferrable=False``
+      the ``poke`` and ``reschedule`` modes sleep or reschedule until that time;
     * anything else (or a pool that can never hold the target, or an exceeded
       budget) - the sensor short-circuits: its downstream tasks are skipped, the
       reason is logged and kept in the ``return_value`` XCom.
@@ -187,6 +201,7 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
     def _decide_or_defer(
         self, context: Context, *, started: pendulum.DateTime, waits: list[dict[str, Any]]
     ) -> Any:
+        sleep_under = short_wait()
         while True:
             decided = self._decide_now(context)
             # a mapped target waits for the map index whose backoff ends last
@@ -211,7 +226,7 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
             # visible while waiting, and read back on resume (dag.test keeps no next_kwargs)
             context["ti"].xcom_push(key="return_value", value=record)
             left = until - pendulum.now("UTC")
-            if left >= SHORT_WAIT:
+            if left >= sleep_under:
                 break
             self.log.info("%s; waiting here until %s", safe_json(row.reason), until.format(_UTC))
             # an Event's wait, not time.sleep: it also works on a faked clock (faketime)

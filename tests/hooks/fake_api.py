@@ -126,6 +126,8 @@ class FakeAirflowApi:
     task_instances: list[dict[str, Any]] = field(default_factory=list)
     xcoms: list[dict[str, Any]] = field(default_factory=list)
     pools: list[dict[str, Any]] = field(default_factory=list)
+    #: what ``GET /eventLogs`` lists (filtered by event and try number)
+    event_logs: list[dict[str, Any]] = field(default_factory=list)
     max_page: int = 1000
     #: tokens a read accepts; :meth:`expire_tokens` empties it
     valid_tokens: set[str] = field(default_factory=set)
@@ -191,6 +193,16 @@ class FakeAirflowApi:
             rows = [row for row in self.xcoms if row["key"].startswith(prefix)]
             offset, limit = self._limits(request.query)
             listing = "xcom_entries"
+        elif route == ("GET", "/api/v2/eventLogs"):
+            event = request.query.get("event", [None])[0]
+            tried = request.query.get("try_number", [None])[0]
+            rows = [
+                row
+                for row in self.event_logs
+                if row["event"] == event and str(row["try_number"]) == tried
+            ]
+            offset, limit = self._limits(request.query)
+            listing = "event_logs"
         elif route == ("GET", "/api/v2/pools"):
             rows = self.pools
             offset, limit = self._limits(request.query)

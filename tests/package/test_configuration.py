@@ -172,7 +172,8 @@ def test_a_bad_value_names_the_option_and_the_value(
     ("option", "value"),
     [("clock_skew_tolerance", "-1"), ("clock_skew_tolerance", "301"),
      ("clock_skew_tolerance", "soon"), ("api_max_response_bytes", "10"),
-     ("api_max_response_bytes", "16MB"), ("gate_timeout", "0"), ("gate_timeout", "inf")],
+     ("api_max_response_bytes", "16MB"), ("gate_timeout", "0"), ("gate_timeout", "inf"),
+     ("sensor_short_wait", "-1"), ("sensor_short_wait", "61"), ("sensor_short_wait", "10s")],
 )  # fmt: skip
 def test_a_bad_clock_size_or_time_limit_names_the_option_and_the_value(
     monkeypatch: pytest.MonkeyPatch, option: str, value: str
@@ -252,6 +253,24 @@ def test_the_clock_read_limit_stays_below_the_supervisors_heartbeat_tolerance(
         configuration.clock_read_limit()
 
 
+def test_the_sensor_short_wait_comes_from_the_section_where_the_race_is_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_retrywindow.sensors.retry_window import short_wait
+
+    monkeypatch.delenv(env("sensor_short_wait"), raising=False)
+    assert configuration.sensor_short_wait() == 10.0
+    assert short_wait("3.3.2") == timedelta(seconds=10)
+    monkeypatch.setenv(env("sensor_short_wait"), "2.5")
+    assert short_wait("3.3.2") == timedelta(seconds=2.5)
+    monkeypatch.setenv(env("sensor_short_wait"), "0")
+    assert short_wait("3.3.2") == timedelta(0)
+    # checked like any option, where the race is open
+    monkeypatch.setenv(env("sensor_short_wait"), "ten")
+    with pytest.raises(ValueError, match=r"\[retry_window\] sensor_short_wait = 'ten'"):
+        short_wait("3.3.2")
+
+
 def test_the_links_address_starts_from_the_view_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     key = SimpleNamespace(dag_id="d", run_id="r", task_id="gate", map_index=-1)
     link = RetryWindowLink()
@@ -273,6 +292,11 @@ BAD = {
     "clock_skew_tolerance": "soon",
     "api_max_response_bytes": "16MB",
     "gate_timeout": "0",
+    "api_retries": "many",
+    "api_retry_wait_min": "-1",
+    "api_retry_wait_max": "601",
+    "clock_read_limit": "soon",
+    "sensor_short_wait": "61",
     "view_base_url": "airflow.example",
 }
 

@@ -6,10 +6,12 @@ operator here defers to such a trigger; the provider wraps it, so the failure
 goes to a worker and the policy decides: no time left means no second trigger
 run, time left means a decided retry and a second run. A gated operator that
 starts in the triggerer (``start_from_trigger=True``) is refused by the DAG
-processor.
+processor. A trigger that fires within 2 s of the deferral, which Airflow 3.3.2's
+scheduler may fail by its race before a worker does, is decided by the model on
+either branch, never refused as undecided.
 
 One stack (API server, scheduler, DAG processor, triggerer; LocalExecutor on
-SQLite) serves the module; both runs are triggered before any test waits.
+SQLite) serves the module; every run is triggered before any test waits.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ DAGS = Path(__file__).with_name("trigger_dags")
 REFUSED = DAGS / "refused" / "rw_start_from_trigger.py"
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 DAG_ID = "rw_trigger_failed_event"
+#: its trigger fires 0.5 s after the deferral
+FAST_DAG_ID = "rw_trigger_fires_fast"
 TASK_ID = "watch_job"
 EVIDENCE_KEY = "retry_window.evidence"
 HOUR = 3600
@@ -49,6 +53,7 @@ class Run:
 
     run_id: str
     counter: Path
+    dag_id: str = DAG_ID
 
     def trigger_runs(self) -> list[str]:
         """One line per time the trigger ran in the triggerer."""
@@ -68,7 +73,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
         # the triggerer serves its logs on 8794 by default; other stacks may hold it
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
     }
-    with sqlite_stack(home, SERVICES, [DAG_ID], dags_folder=dags, extra_env=settings) as running:
+    dag_ids = [DAG_ID, FAST_DAG_ID]
+    with sqlite_stack(home, SERVICES, dag_ids, dags_folder=dags, extra_env=settings) as running:
         yield running
 
 
@@ -85,6 +91,10 @@ def runs(stack: AirflowStack) -> dict[str, Run]:
         counter = files / f"{name}.runs"
         conf = {"deadline_in": deadline_in, "counter": str(counter)}
         started[name] = Run(stack.trigger(DAG_ID, conf=conf, logical_date=day), counter)
+    counter = files / "fast.runs"
+    conf = {"deadline_in": HOUR, "counter": str(counter)}
+    run_id = stack.trigger(FAST_DAG_ID, conf=conf, logical_date="2026-11-03")
+    started["fast"] = Run(run_id, counter, FAST_DAG_ID)
     return started
 
 
@@ -93,12 +103,12 @@ def evidence(stack: AirflowStack, run: Run) -> dict[str, Any]:
     rows = stack.rows(
         "select value from task_state_store"
         " where dag_id=:d and run_id=:r and task_id=:t and key=:k",
-        d=DAG_ID,
+        d=run.dag_id,
         r=run.run_id,
         t=TASK_ID,
         k=EVIDENCE_KEY,
     )
-    assert rows, f"no {EVIDENCE_KEY} for {DAG_ID}.{TASK_ID}\n{stack.log_tails()}"
+    assert rows, f"no {EVIDENCE_KEY} for {run.dag_id}.{TASK_ID}\n{stack.log_tails()}"
     return dict(json.loads(rows[0][0]))
 
 
@@ -178,6 +188,49 @@ def test_a_trigger_failure_with_time_left_is_retried_by_decision(
     )
     assert [row[0] for row in earlier] == [1]
     assert earlier[0][1] == latest["reason"]
+
+
+def test_a_trigger_that_fires_within_2_s_is_decided_whether_or_not_the_scheduler_races(
+    stack: AirflowStack, runs: dict[str, Run]
+) -> None:
+    run = runs["fast"]
+    assert stack.wait_for_run(FAST_DAG_ID, run.run_id, timeout=RUN_TIMEOUT) == "success", (
+        stack.log_tails()
+    )
+    state, tries = stack.task_states(FAST_DAG_ID, run.run_id)[TASK_ID]
+    assert state == "success"
+    # try 1's trigger failed the task; the last try's trigger ended it successfully
+    assert run.trigger_runs() == ["trigger try 1 fail True", f"trigger try {tries} fail False"]
+    # the tries Airflow's scheduler failed by its race after they handed themselves back
+    lost_by_airflow = sorted(
+        row[0]
+        for row in stack.rows(
+            "select try_number from log where dag_id=:d and run_id=:r and task_id=:t"
+            " and event='state mismatch' and extra like '%finished with state success%'",
+            d=FAST_DAG_ID,
+            r=run.run_id,
+            t=TASK_ID,
+        )
+    )
+    print(f"tries {tries}; failed by the scheduler's race: {lost_by_airflow}")
+    decided = evidence(stack, run)["decisions"]
+    assert decided, "no decision was kept"
+    # on either branch every decision is the model's, and each let the task go on
+    for entry in decided:
+        assert entry["result"]["tasks"][0]["decision"] in ("wait-backoff", "retry-eligible")
+        assert entry["action"] in ("retry", "run"), entry["reason"]
+        assert "ended without a retry decision" not in entry["reason"]
+    # a try lost to the race is recognised as such, by the next try's start
+    recognised = sorted(e["lostTry"]["tryNumber"] for e in decided if "lostTry" in e)
+    assert recognised == lost_by_airflow
+    for entry in decided:
+        if "lostTry" in entry:
+            assert (entry["check"], entry["failure"]) == ("retry-start", "retryable")
+            assert entry["tryNumber"] == entry["lostTry"]["tryNumber"] + 1
+            assert entry["lostTry"]["foundState"] in ("scheduled", "queued", "running")
+    if not lost_by_airflow:
+        # no race: the worker failed try 1 and the policy decided its retry
+        assert [(e["tryNumber"], e["check"]) for e in decided] == [(1, "retry-policy")]
 
 
 def test_a_gated_task_starting_in_the_triggerer_is_refused_by_the_dag_processor(

@@ -27,7 +27,7 @@ from airflow_retrywindow import (
 DEADLINE = Deadline.after_data_interval_end(hours=6)
 QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
 #: each mode's backoff: the deferrable sensor's is longer than the wait it sleeps in the
-#: worker (SHORT_WAIT, 10 s); the "short" one is a deferrable sensor's wait shorter than that
+#: worker ([retry_window] sensor_short_wait, 10 s); the "short" one is shorter than that
 BACKOFF_SECONDS = {"deferred": 20, "short": 5, "poke": 5, "reschedule": 5}
 
 with DAG(

@@ -65,7 +65,7 @@ with DAG("rw_gate_clear", schedule=None, start_date=START, catchup=False):
     reconcile() >> gate >> load()
 
 with DAG("rw_gate_defer", schedule=None, start_date=START, catchup=False):
-    # longer than the wait a sensor sleeps in the worker (SHORT_WAIT): this one defers
+    # longer than the wait a sensor sleeps in the worker (sensor_short_wait): this one defers
     @task(retries=1, retry_delay=timedelta(seconds=25))
     def append() -> None:
         raise AirflowFailException("append failed; retry after the backoff")

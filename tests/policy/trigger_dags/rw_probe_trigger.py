@@ -25,24 +25,33 @@ class ProbeTrigger(BaseTrigger):
     :param counter: the file each run appends a line to.
     :param try_number: the try that deferred, written in the line.
     :param fail: end the task with ``TaskFailedEvent`` (else ``TaskSuccessEvent``).
+    :param fire_after: seconds before it ends the task.
     """
 
-    def __init__(self, counter: str, try_number: int, fail: bool) -> None:
+    def __init__(
+        self, counter: str, try_number: int, fail: bool, fire_after: float = FIRE_AFTER
+    ) -> None:
         super().__init__()
         self.counter = counter
         self.try_number = try_number
         self.fail = fail
+        self.fire_after = fire_after
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             "rw_probe_trigger.ProbeTrigger",
-            {"counter": self.counter, "try_number": self.try_number, "fail": self.fail},
+            {
+                "counter": self.counter,
+                "try_number": self.try_number,
+                "fail": self.fail,
+                "fire_after": self.fire_after,
+            },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         with open(self.counter, "a") as out:
             out.write(f"trigger try {self.try_number} fail {self.fail}\n")
-        await asyncio.sleep(FIRE_AFTER)
+        await asyncio.sleep(self.fire_after)
         if self.fail:
             # as end_from_trigger triggers report a remote job that failed
             yield TaskFailedEvent(xcoms={"probe_job_state": "FAILED"})
