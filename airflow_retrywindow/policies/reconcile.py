@@ -32,6 +32,7 @@ from airflow_retrywindow.policies.job_status import (
     first_seen_failed,
     tolerated_errors,
 )
+from airflow_retrywindow.policies.status_words import StatusWords, built_in_words
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.redaction import describe_exception
 
@@ -55,27 +56,42 @@ class StatusReader:
     """Reads the status of a resumable task's stored job, once, within ``timeout``.
 
     :param timeout: how long the read may take; later it counts as unknown.
-    :param failed_statuses: more statuses that confirm a failure for these operators.
+    :param failed_statuses: statuses that confirm a failure for these operators, beside
+        the built-in ones of a known operator class.
+    :param never_submitted_statuses: statuses saying the service never received the job.
     """
 
     timeout: timedelta = DEFAULT_STATUS_READ_TIMEOUT
     failed_statuses: tuple[str, ...] = ()
+    never_submitted_statuses: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, timeout: timedelta, failed_statuses: Iterable[str]) -> StatusReader:
+    def of(
+        cls,
+        timeout: timedelta,
+        failed_statuses: Iterable[str],
+        never_submitted_statuses: Iterable[str] = (),
+    ) -> StatusReader:
         """Check the arguments the DAG author gave the policy."""
         if not timedelta(0) < timeout <= timedelta(minutes=10):
             raise ValueError(
                 f"status_read_timeout must be more than 0 s and at most 600 s, got {timeout}; "
                 "the read runs while the gate decides, so keep it short"
             )
-        statuses = (failed_statuses,) if isinstance(failed_statuses, str) else failed_statuses
-        listed = tuple(statuses)
-        if not all(isinstance(s, str) and s.strip() for s in listed):
+        failed = _statuses("failed_statuses", failed_statuses)
+        never = _statuses("never_submitted_statuses", never_submitted_statuses)
+        both = sorted(StatusWords.of(failed).failed & StatusWords.of(never).failed)
+        if both:
             raise ValueError(
-                f"failed_statuses must be a list of non-empty status strings, got {listed!r}"
+                f"failed_statuses and never_submitted_statuses both list {both!r}: a status "
+                "says one or the other"
             )
-        return cls(timeout=timeout, failed_statuses=listed)
+        return cls(timeout=timeout, failed_statuses=failed, never_submitted_statuses=never)
+
+    def words(self, task: Any) -> StatusWords:
+        """What ``task``'s statuses mean: its class's built-in words and the declared ones."""
+        declared = StatusWords.of(self.failed_statuses, self.never_submitted_statuses)
+        return built_in_words(task) | declared
 
     def read(self, task: Any, context: Mapping[str, Any], failed_try: int) -> JobRead:
         """The status of the job that try ``failed_try`` left behind.
@@ -101,7 +117,7 @@ class StatusReader:
                 status,
                 active=bool(reader.is_job_active(status)),
                 succeeded=bool(reader.is_job_succeeded(status)),
-                failed=self.failed_statuses,
+                words=self.words(task),
             )
         except Exception as error:
             log.warning("Could not read the status of job %s: %s", job_id, error)
@@ -152,6 +168,13 @@ class StatusReader:
         return status
 
 
+def _statuses(name: str, given: Iterable[str]) -> tuple[str, ...]:
+    listed = tuple((given,) if isinstance(given, str) else given)
+    if not all(isinstance(s, str) and s.strip() for s in listed):
+        raise ValueError(f"{name} must be a list of non-empty status strings, got {listed!r}")
+    return listed
+
+
 def _id_text(job_id: object) -> str | None:
     return None if job_id in (None, "") else str(job_id)
 
@@ -163,5 +186,5 @@ def _why(error: BaseException) -> str:
 def _unclassified(status: str) -> str:
     return (
         f"status {status!r} is neither active nor succeeded for the operator, and not a "
-        "known failure; add it to failed_statuses if it confirms one"
+        "failure the operator's words list; add it to failed_statuses if it confirms one"
     )

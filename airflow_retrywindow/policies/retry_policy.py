@@ -168,8 +168,13 @@ class RetryWindowPolicy(RetryPolicy):
         The model checks the lengthened wait against the deadline. Default 0 (off).
     :param status_read_timeout: how long the one status read of a resumable job may
         take before its outcome counts as unknown (default 30 s, at most 600 s).
-    :param failed_statuses: statuses of the operator's jobs that confirm a failure,
-        beyond the common ones (``error``, ``failed``, ``cancelled``, ...).
+    :param failed_statuses: statuses of the operator's jobs that confirm a failure. Only
+        these, and the built-in words of a known operator class (BigQuery's ``error``),
+        confirm one: any other status the operator does not call active or succeeded
+        leaves the outcome unknown.
+    :param never_submitted_statuses: statuses saying the service never received the job
+        (a not-found that proves nothing ran). Without them a job the service does not
+        know leaves the outcome unknown.
     """
 
     def __init__(
@@ -187,6 +192,7 @@ class RetryWindowPolicy(RetryPolicy):
         jitter: float = 0.0,
         status_read_timeout: timedelta | float = DEFAULT_STATUS_READ_TIMEOUT,
         failed_statuses: Iterable[str] = (),
+        never_submitted_statuses: Iterable[str] = (),
     ) -> None:
         self.deadline = Deadline.coerce(deadline)
         self.jitter = Jitter(jitter)
@@ -204,7 +210,9 @@ class RetryWindowPolicy(RetryPolicy):
             raise ValueError(f"on_error must be 'fail' or 'default', got {on_error!r}")
         self.on_error = on_error
         self.status_reader = StatusReader.of(
-            as_timedelta(status_read_timeout, "status_read_timeout"), failed_statuses
+            as_timedelta(status_read_timeout, "status_read_timeout"),
+            failed_statuses,
+            never_submitted_statuses,
         )
 
     def settings_of(self, task: Any) -> RetrySettings:
@@ -470,6 +478,7 @@ class RetryWindowPolicy(RetryPolicy):
             "jitter": self.jitter.fraction,
             "status_read_timeout": self.status_reader.timeout.total_seconds(),
             "failed_statuses": list(self.status_reader.failed_statuses),
+            "never_submitted_statuses": list(self.status_reader.never_submitted_statuses),
             **self.classifier.describe(),
         }
 

@@ -116,6 +116,8 @@ def policy(**overrides: Any) -> RetryWindowPolicy:
         "duration": timedelta(minutes=2),
         "validation": timedelta(minutes=1),
         "safe_repeat": True,
+        # the in-memory service's word for a failed job, declared as an operator's must be
+        "failed_statuses": ["FAILED"],
     }
     values.update(overrides)
     return RetryWindowPolicy(**values)

@@ -1,0 +1,124 @@
+"""Reconciliation never turns doubt into permission.
+
+Each test plays the tries a worker would run, as ``test_reconcile_then_decide``
+does: a real ``ResumableJobMixin`` operator, the real retry-start check and policy,
+an in-memory job service.
+"""
+
+from __future__ import annotations
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
+
+from airflow_retrywindow.policies.job_status import JobOutcome, classify_status
+from airflow_retrywindow.policies.status_words import NO_WORDS, built_in_words
+from tests.policy.resumable_jobs import Jobs, Store, job_operator, policy
+from tests.policy.test_reconcile_then_decide import decision, latest, lost_after_submit, start
+
+
+def test_a_job_the_service_does_not_know_is_an_unknown_outcome_even_when_safe_to_repeat() -> None:
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy(safe_repeat=True))
+    lost_after_submit(task, store)
+    del jobs.statuses["load_a1"]  # another project or location answers the same
+    with pytest.raises(AirflowFailException, match=r"^reconcile-remote"):
+        start(task, store, 2)
+    job = latest(store)["reconciliation"]
+    assert (job["outcome"], job["reachedService"], job["finished"]) == ("not-found", None, None)
+    assert "never_submitted_statuses" in latest(store)["reason"]
+    assert jobs.calls["submit"] == 1
+
+
+def test_a_not_found_the_operator_declares_never_submitted_is_a_confirmed_failure() -> None:
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy(never_submitted_statuses=["not_found"]), retry_delay=30)
+    lost_after_submit(task, store)
+    del jobs.statuses["load_a1"]
+    with pytest.raises(AirflowRescheduleException):
+        start(task, store, 2)
+    entry = latest(store)
+    assert (decision(entry), entry["failure"]) == ("wait-backoff", "retryable")
+    job = entry["reconciliation"]
+    assert (job["outcome"], job["reachedService"]) == ("not-found", False)
+
+
+@pytest.mark.parametrize("status", ["lost", "stopped", "expired", "timeout", "FAILED"])
+def test_a_failure_word_the_operator_did_not_declare_leaves_the_outcome_unknown(
+    status: str,
+) -> None:
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy(failed_statuses=[]))
+    lost_after_submit(task, store)
+    jobs.statuses["load_a1"] = status
+    with pytest.raises(AirflowFailException, match=r"^reconcile-remote"):
+        start(task, store, 2)
+    assert latest(store)["reconciliation"]["outcome"] == "unknown"
+
+
+def test_a_declared_failure_word_confirms_a_failure() -> None:
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy(failed_statuses=["lost"]), retry_delay=30)
+    lost_after_submit(task, store)
+    jobs.statuses["load_a1"] = "LOST"
+    with pytest.raises(AirflowRescheduleException):
+        start(task, store, 2)
+    assert latest(store)["reconciliation"]["outcome"] == "failed"
+
+
+def test_bigquerys_error_status_is_a_built_in_failure_for_its_operator_only() -> None:
+    bigquery = pytest.importorskip("airflow.providers.google.cloud.operators.bigquery")
+    operator = bigquery.BigQueryInsertJobOperator(task_id="load", configuration={})
+    words = built_in_words(operator)
+    assert classify_status("error", active=False, succeeded=False, words=words) is (
+        JobOutcome.FAILED
+    )
+    # BigQuery's not_found is a lookup in one project and location: not proof
+    assert classify_status("not_found", active=False, succeeded=False, words=words) is (
+        JobOutcome.NOT_FOUND
+    )
+    # another operator's "error" means what that operator says, not BigQuery's word
+    other = job_operator(Jobs(), policy())
+    assert built_in_words(other) is NO_WORDS
+
+    class OwnReads(bigquery.BigQueryInsertJobOperator):  # type: ignore[misc]
+        def get_job_status(self, external_id: object, context: object) -> str:
+            return "error"
+
+    assert built_in_words(OwnReads(task_id="own", configuration={})) is NO_WORDS
+
+
+def test_a_status_listed_both_failed_and_never_submitted_is_refused() -> None:
+    with pytest.raises(ValueError, match="both list"):
+        policy(failed_statuses=["gone"], never_submitted_statuses=["GONE"])
+
+
+def _bigquery_shaped_id(try_number: int) -> str:
+    """An id as BigQuery's hook generates one: dag, task, date and a hash, over 200 chars."""
+    dag_id = "positions_" + "eu_region_daily_reconciled_" * 3
+    task_id = "load_" + "partitioned_positions_" * 3
+    job_id = (
+        f"airflow_{dag_id}_{task_id}_2026_12_03T00_00_00_00_00_"
+        f"5c0f3f7d2c54b0b0e8a7c1d4f2e9a6b1_a{try_number}"
+    )
+    assert len(job_id) > 200
+    return job_id
+
+
+def test_a_long_job_id_keeps_the_first_time_its_failure_was_seen() -> None:
+    class LongIds(type(job_operator(Jobs(), policy()))):  # type: ignore[misc]
+        def submit_job(self, context: object) -> str:
+            return self.jobs.submit(_bigquery_shaped_id(context["ti"].try_number))  # type: ignore[index]
+
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy(), retry_delay=30)
+    task.__class__ = LongIds
+    lost_after_submit(task, store)
+    jobs.statuses[_bigquery_shaped_id(1)] = "FAILED"
+    with pytest.raises(AirflowRescheduleException) as first:
+        start(task, store, 2)
+    with pytest.raises(AirflowRescheduleException) as again:
+        start(task, store, 2)  # started again before the backoff ran out
+    job = latest(store)["reconciliation"]
+    assert job["externalId"] == _bigquery_shaped_id(1)
+    assert job["failedSince"] is not None
+    assert again.value.reschedule_date == first.value.reschedule_date
