@@ -6,15 +6,16 @@ remote system for that job's status before it submits anything. The gate asks th
 same question first, through the operator's own ``get_job_status``,
 ``is_job_active`` and ``is_job_succeeded``, so the model decides on what the job
 really did. The read never submits, cancels or polls; it has its own timeout,
-and any error leaves the outcome unknown (fail closed). It reads through a shallow
-copy of the operator, so whatever the operator's ``get_job_status`` sets on itself
-does not reach the try that runs next.
+and any error leaves the outcome unknown (fail closed). A thread cannot be
+stopped, so the read is handed nothing of the try's it could change: a deep copy
+of the operator without its hooks and a read-only view of the context
+(:mod:`~airflow_retrywindow.policies.read_only`). What ``get_job_status`` sets on
+itself, and whatever a read abandoned at its timeout does later, stays off the try.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import copy
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from airflow_retrywindow.policies.job_status import (
     first_seen_failed,
     tolerated_errors,
 )
+from airflow_retrywindow.policies.read_only import ReadOnlyContext, detached_copy
 from airflow_retrywindow.policies.status_words import StatusWords, built_in_words
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.redaction import describe_exception
@@ -108,11 +110,12 @@ class StatusReader:
             return JobRead(key, _id_text(job_id), JobOutcome.NO_ID, pendulum.now("UTC"), why=unread)
         read_at = pendulum.now("UTC")
         try:
-            # a copy reads: what get_job_status sets on the operator stays off the one that
-            # runs the try (BigQuery's keeps the job it read as its job_id, from which the
-            # try's next submit_job would derive its id)
-            reader = copy.copy(task)
-            status = self._status(reader, job_id, context)
+            # a detached copy reads, in a read-only view of the context: what get_job_status
+            # sets stays off the try (BigQuery's keeps the job it read as its job_id, from
+            # which the try's submit_job would derive its id), and a read abandoned at its
+            # timeout has nothing of the try's left to change
+            reader = detached_copy(task)
+            status = self._status(reader, job_id, ReadOnlyContext(context, reader))
             outcome = classify_status(
                 status,
                 active=bool(reader.is_job_active(status)),

@@ -51,6 +51,8 @@ class JobOperator(ResumableJobMixin, BaseOperator):
     """Submits one job to :class:`Jobs` and waits for it, reconnecting on the next try."""
 
     external_id_key = "stand_in_job_id"
+    # the service is the outside world: a copy of the operator talks to the same one
+    shallow_copy_attrs = ("jobs",)
 
     def __init__(self, *, jobs: Jobs, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -7,12 +7,17 @@ an in-memory job service.
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
 import pytest
+from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
 
 from airflow_retrywindow.policies.job_status import JobOutcome, classify_status
 from airflow_retrywindow.policies.status_words import NO_WORDS, built_in_words
-from tests.policy.resumable_jobs import Jobs, Store, job_operator, policy
+from tests.policy.resumable_jobs import Jobs, Store, context, job_operator, policy
 from tests.policy.test_reconcile_then_decide import decision, latest, lost_after_submit, start
 
 
@@ -122,3 +127,47 @@ def test_a_long_job_id_keeps_the_first_time_its_failure_was_seen() -> None:
     assert job["externalId"] == _bigquery_shaped_id(1)
     assert job["failedSince"] is not None
     assert again.value.reschedule_date == first.value.reschedule_date
+
+
+class _CachingHook(BaseHook):
+    """A hook that keeps what it last read, as clients with caches do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_read: str | None = None
+
+
+def test_a_status_read_abandoned_at_its_timeout_changes_nothing_of_the_try() -> None:
+    finished = threading.Event()
+
+    class LateWriter(type(job_operator(Jobs(), policy()))):  # type: ignore[misc]
+        """Answers after the read's timeout, then writes to everything it was handed."""
+
+        hook: _CachingHook | None = None
+
+        def get_job_status(self, external_id: object, context: Any) -> str:
+            time.sleep(0.6)
+            try:
+                self.job_id = "set_by_the_read"
+                if self.hook is not None:
+                    self.hook.last_read = str(external_id)
+                context["task_state_store"].set("stand_in_job_id", "set_by_the_read")
+                context["ti"].xcom_push(key="job_id_path", value="set_by_the_read")
+                return "RUNNING"
+            finally:
+                finished.set()
+
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy(status_read_timeout=0.2))
+    task.__class__ = LateWriter
+    lost_after_submit(task, store)
+    task.hook = hook = _CachingHook()
+    task.job_id = "load_a2"
+    ctx = context(task, try_number=2, store=store)
+    with pytest.raises(AirflowFailException, match=r"^reconcile-remote"):
+        task._pre_execute_hook(ctx)
+    assert "status_read_timeout" in latest(store)["reconciliation"]["error"]
+    assert finished.wait(5)
+    assert (task.job_id, task.hook, hook.last_read) == ("load_a2", hook, None)
+    assert store.values["stand_in_job_id"] == "load_a1"
+    assert "job_id_path" not in ctx["ti"].xcom
