@@ -36,6 +36,7 @@ import pendulum
 
 from airflow_retrywindow.model import TaskState
 from airflow_retrywindow.policies.status_words import NO_WORDS, StatusWords, normal_status
+from airflow_retrywindow.policies.work_scope import WorkScope
 from airflow_retrywindow.records.reconciliation import stored_job_id
 from airflow_retrywindow.redaction import safe_text
 
@@ -131,6 +132,9 @@ class JobRead:
     :param why: for an unknown outcome, why it stays unknown (safe to store).
     :param tolerated_errors: for a succeeded job, how many errors it tolerated
         (BigQuery's non-fatal ``errors`` of a DONE job), when the operator shows them.
+    :param would: for a job whose status is known but whose id is not this try's to
+        use (another run, try window or DAG version), what the mixin would do with it:
+        ``"reconnect"`` or ``"collect"``. Never stored.
     """
 
     key: str
@@ -141,6 +145,7 @@ class JobRead:
     failed_since: datetime | None = None
     why: str | None = None
     tolerated_errors: int | None = None
+    would: str | None = None
 
     @property
     def model_state(self) -> TaskState:
@@ -302,15 +307,31 @@ class TryStart:
     :param try_number: the try.
     :param job_id: the stored job id when it started, if any.
     :param expects: ``"submit"``, ``"reconnect"`` or ``"collect"``.
+    :param scope: the run, try window and work unit the try runs in.
+    :param job_scope: those ``job_id`` was stored in; ``None`` when nothing says.
     """
 
     try_number: int
     job_id: str | None
     expects: str
+    scope: WorkScope | None = None
+    job_scope: WorkScope | None = None
+
+    def stored_in(self, job_id: object) -> WorkScope | None:
+        """Where the stored ``job_id`` was written: this try's scope when it stored a new one."""
+        if job_id in (None, ""):
+            return None
+        return self.job_scope if str(job_id) == self.job_id else self.scope
 
     def as_dict(self) -> dict[str, Any]:
         """As stored under :data:`TRY_START_KEY`."""
-        return {"tryNumber": self.try_number, "externalId": self.job_id, "expects": self.expects}
+        return {
+            "tryNumber": self.try_number,
+            "externalId": self.job_id,
+            "expects": self.expects,
+            "scope": None if self.scope is None else self.scope.as_dict(),
+            "jobScope": None if self.job_scope is None else self.job_scope.as_dict(),
+        }
 
     @classmethod
     def of(cls, stored: object) -> TryStart | None:
@@ -324,4 +345,10 @@ class TryStart:
         )
         if not isinstance(number, int) or expects not in ("submit", "reconnect", "collect"):
             return None
-        return cls(number, None if job_id is None else str(job_id), str(expects))
+        return cls(
+            number,
+            None if job_id is None else str(job_id),
+            str(expects),
+            WorkScope.of(stored.get("scope")),
+            WorkScope.of(stored.get("jobScope")),
+        )

@@ -35,6 +35,7 @@ from airflow_retrywindow.policies.job_status import (
 )
 from airflow_retrywindow.policies.read_only import ReadOnlyContext, detached_copy
 from airflow_retrywindow.policies.status_words import StatusWords, built_in_words
+from airflow_retrywindow.policies.work_scope import WorkScope
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.redaction import describe_exception
 
@@ -95,19 +96,56 @@ class StatusReader:
         declared = StatusWords.of(self.failed_statuses, self.never_submitted_statuses)
         return built_in_words(task) | declared
 
-    def read(self, task: Any, context: Mapping[str, Any], failed_try: int) -> JobRead:
+    def read(
+        self, task: Any, context: Mapping[str, Any], failed_try: int, scope: WorkScope
+    ) -> JobRead:
         """The status of the job that try ``failed_try`` left behind.
 
         :param task: the operator (a ``ResumableJobMixin``).
         :param context: the task context of the try that decides.
         :param failed_try: the try whose outcome is being reconciled.
+        :param scope: the run, try window and work unit of the try that decides: a job
+            stored in another is neither reconnected to nor collected.
         """
         key = str(task.external_id_key)
         store = context["task_state_store"]
         job_id = store.get(key)
-        unread = self._unreadable(job_id, TryStart.of(store.get(TRY_START_KEY)), failed_try)
-        if unread is not None:
+        started = TryStart.of(store.get(TRY_START_KEY))
+        unread = self._unreadable(job_id, started, failed_try)
+        if unread is not None or started is None:
             return JobRead(key, _id_text(job_id), JobOutcome.NO_ID, pendulum.now("UTC"), why=unread)
+        return self._read(task, context, job_id, scope.differs(started.stored_in(job_id)))
+
+    def read_at_start(
+        self, task: Any, context: Mapping[str, Any], scope: WorkScope, *, first_of_window: bool
+    ) -> JobRead | None:
+        """What the mixin will do with the stored job, in a try that starts with a decision.
+
+        A decided retry, or the first try of a window (a clear), runs the mixin, which
+        reconnects to a stored job that is active, collects one that succeeded, and
+        submits otherwise. ``None`` when no id is stored: the try submits.
+
+        :param scope: the starting try's run, try window and work unit.
+        :param first_of_window: a person's clear opened this window: a job stored
+            before it may be taken over when it is of the same run and work unit.
+        """
+        store = context["task_state_store"]
+        job_id = store.get(str(task.external_id_key))
+        if job_id in (None, ""):
+            return None
+        started = TryStart.of(store.get(TRY_START_KEY))
+        stored_in = started.stored_in(job_id) if started is not None else None
+        problem = (
+            scope.same_work(stored_in)
+            if first_of_window and stored_in is not None
+            else scope.differs(stored_in)
+        )
+        return self._read(task, context, job_id, problem)
+
+    def _read(
+        self, task: Any, context: Mapping[str, Any], job_id: object, out_of_scope: str | None
+    ) -> JobRead:
+        key = str(task.external_id_key)
         read_at = pendulum.now("UTC")
         try:
             # a detached copy reads, in a read-only view of the context: what get_job_status
@@ -125,8 +163,16 @@ class StatusReader:
         except Exception as error:
             log.warning("Could not read the status of job %s: %s", job_id, error)
             return JobRead(key, str(job_id), JobOutcome.UNKNOWN, read_at, why=_why(error))
+        would = JobRead(key, str(job_id), outcome, read_at).allows
+        if would is not None and out_of_scope is not None:
+            # the mixin would take another window's or DAG version's work as this try's
+            why = f"the mixin would {would} job {job_id} ({status}), but {out_of_scope}"
+            return JobRead(
+                key, str(job_id), JobOutcome.UNKNOWN, read_at, status=status, why=why, would=would
+            )
         since = None
         if outcome.confirms_failure:
+            store = context["task_state_store"]
             since = first_seen_failed(store.get(EVIDENCE_KEY), str(job_id))
         return JobRead(
             key,

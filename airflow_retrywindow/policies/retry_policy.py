@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -49,6 +49,7 @@ from airflow_retrywindow.policies.reconcile import (
 )
 from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
+from airflow_retrywindow.policies.work_scope import WorkScope
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.redaction import describe_exception
@@ -261,6 +262,7 @@ class RetryWindowPolicy(RetryPolicy):
         task = _task_of(context)
         settings = self.settings_of(task)
         ti = context["ti"]
+        scope = self.scope_of(task, ti)
         job = self._read_job(task, context, previous_try) if resumable(task) else None
         failed = Failure(
             failure=UNKNOWN,
@@ -277,13 +279,63 @@ class RetryWindowPolicy(RetryPolicy):
         verdict = self._decide(failed, settings, context, check=RETRY_START).start
         if verdict is None:  # only a failure-time decision comes without one
             raise RuntimeError("the retry-start decision gave no verdict")
-        return verdict
+        job_scope = scope if job is not None and job.allows else None
+        return replace(verdict, scope=scope, job_scope=job_scope)
+
+    def start_decided(self, context: Mapping[str, Any], *, first_of_window: bool) -> StartVerdict:
+        """What a resumable job's try that starts on a decision does with the stored job.
+
+        A decided retry, or the first try of a window (a clear, a person's decision),
+        runs; the mixin then reconnects to an active stored job, collects a succeeded
+        one, and submits otherwise. The job's status is read once so the try's marker
+        says which. A job stored in another run or work unit (another DAG version), or
+        in a retry another try window, is not this try's to reconnect to or collect:
+        that outcome is unknown, decided by the model (``reconcile-remote``) and
+        kept as evidence. At a window's first try a job of the same run and work unit
+        stored before the clear is taken over: the clear was a person's decision.
+
+        :param context: the starting try's task context.
+        :param first_of_window: whether the try is the first of its window.
+        """
+        task, ti = _task_of(context), context["ti"]
+        scope = self.scope_of(task, ti)
+        job = self.status_reader.read_at_start(
+            task, context, scope, first_of_window=first_of_window
+        )
+        if job is not None:
+            log.info("Retry window: try %s starts on %s", ti.try_number, job.describe())
+        if job is None or (job.allows is None and job.would is None):
+            return StartVerdict(RUN, "the try submits its job", scope=scope)
+        if job.allows is not None:
+            return StartVerdict(
+                RUN, job.describe(), expects=job.allows, scope=scope, job_scope=scope
+            )
+        settings = self.settings_of(task)
+        try_number = int(ti.try_number)
+        failed = Failure(
+            failure=UNKNOWN,
+            subject=f"try {try_number} would {job.would} a job that is not its own; decided "
+            "before the task's code ran",
+            try_number=try_number,
+            attempts=max(settings.attempts_in_window(try_number, int(ti.max_tries)) - 1, 1),
+            job=job,
+        )
+        verdict = self._decide(failed, settings, context, check=RETRY_START).start
+        if verdict is None:
+            raise RuntimeError("the retry-start decision gave no verdict")
+        return replace(verdict, scope=scope)
+
+    def scope_of(self, task: Any, ti: Any) -> WorkScope:
+        """The run, try window and work unit of the try ``ti`` runs."""
+        window = int(ti.max_tries) - self.settings_of(task).retries + 1
+        return WorkScope.of_try(ti, window)
 
     def _read_job(self, task: Any, context: Mapping[str, Any], failed_try: int) -> JobRead | None:
         """The status of a resumable task's job: one read, before the model decides."""
         if not resumable(task):
             return None
-        job = self.status_reader.read(task, context, failed_try)
+        scope = self.scope_of(task, context["ti"])
+        job = self.status_reader.read(task, context, failed_try, scope)
         log.info("Retry window reconciliation of try %s: %s", failed_try, job.describe())
         return job
 

@@ -102,9 +102,15 @@ class Store:
 class TaskInstance:
     """What the policy and the check read of Airflow's runtime task instance."""
 
-    def __init__(self, try_number: int, max_tries: int) -> None:
+    def __init__(
+        self, try_number: int, max_tries: int, *, dag_version_id: str = "version-1"
+    ) -> None:
         self.try_number = try_number
         self.max_tries = max_tries
+        self.run_id = "manual__2026-03-01"
+        self.task_id = "load"
+        self.map_index = -1
+        self.dag_version_id = dag_version_id
         self.xcom: dict[str, Any] = {}
         self.stats_tags: dict[str, str] = {}
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
 
-from airflow_retrywindow.policies.job_status import JobOutcome, classify_status
+from airflow_retrywindow.policies.job_status import TRY_START_KEY, JobOutcome, classify_status
 from airflow_retrywindow.policies.status_words import NO_WORDS, built_in_words
+from airflow_retrywindow.policies.work_scope import WorkScope
 from tests.policy.resumable_jobs import Jobs, Store, context, job_operator, policy
 from tests.policy.test_reconcile_then_decide import decision, latest, lost_after_submit, start
 
@@ -171,3 +173,74 @@ def test_a_status_read_abandoned_at_its_timeout_changes_nothing_of_the_try() -> 
     assert (task.job_id, task.hook, hook.last_read) == ("load_a2", hook, None)
     assert store.values["stand_in_job_id"] == "load_a1"
     assert "job_id_path" not in ctx["ti"].xcom
+
+
+# -- a stored id from before a clear or a DAG change ---------------------------------
+
+#: Airflow's clear after try 1 of a task with retries=3: max_tries = 1 + 3
+CLEARED = 4
+
+
+def start_in(task, store: Store, try_number: int, max_tries: int, version: str = "version-1"):  # type: ignore[no-untyped-def]
+    """A try's start in a window given by ``max_tries``, under DAG ``version``."""
+    ctx = context(task, try_number=try_number, store=store, max_tries=max_tries)
+    ctx["ti"].dag_version_id = version
+    task._pre_execute_hook(ctx)
+    return ctx
+
+
+def test_the_first_try_after_a_clear_records_that_it_reconnects_and_its_loss_is_decided() -> None:
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy())
+    lost_after_submit(task, store)  # window 1: try 1 stored load_a1, still RUNNING
+    ctx = start_in(task, store, 2, CLEARED)  # a person cleared the task: a new window
+    assert store.values[TRY_START_KEY]["expects"] == "reconnect"
+    task.execute(ctx)  # the mixin reconnects: nothing submitted
+    assert jobs.calls["submit"] == 1
+    # try 2's worker is lost while it waits on the job: try 3 is decided on the job
+    start_in(task, store, 3, CLEARED)
+    entry = latest(store)
+    assert (decision(entry), entry["action"]) == ("observe-running", "run")
+    assert entry["reconciliation"]["externalId"] == "load_a1"
+
+
+def test_the_first_try_after_a_clear_whose_job_failed_records_that_it_submits() -> None:
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy())
+    lost_after_submit(task, store)
+    jobs.statuses["load_a1"] = "FAILED"
+    ctx = start_in(task, store, 2, CLEARED)
+    assert store.values[TRY_START_KEY]["expects"] == "submit"
+    task.execute(ctx)
+    assert jobs.calls["submit"] == 2
+
+
+def test_a_job_of_another_dag_version_is_not_collected_after_a_clear() -> None:
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy())
+    lost_after_submit(task, store)
+    jobs.statuses["load_a1"] = "DONE"  # the old version's result
+    with pytest.raises(AirflowFailException, match=r"^reconcile-remote") as refused:
+        start_in(task, store, 2, CLEARED, version="version-2")
+    assert "DAG version version-1" in str(refused.value)
+    entry = latest(store)
+    assert (entry["check"], entry["action"]) == ("retry-start", "fail")
+    assert entry["reconciliation"]["outcome"] == "unknown"
+
+
+def test_a_retry_under_another_dag_version_does_not_reconnect_to_the_old_job() -> None:
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy())
+    lost_after_submit(task, store)  # load_a1 RUNNING, stored under version-1
+    with pytest.raises(AirflowFailException, match=r"^reconcile-remote"):
+        start_in(task, store, 2, 3, version="version-2")
+    assert "DAG version" in latest(store)["reconciliation"]["error"]
+
+
+def test_a_job_stored_in_another_window_is_not_this_windows() -> None:
+    first = WorkScope("manual__1", 1, "load", -1, "version-1")
+    assert first.differs(first) is None
+    assert "began at try 1 (before a clear)" in str(replace(first, window=4).differs(first))
+    assert "no record" in str(first.differs(None))
+    assert first.same_work(replace(first, window=4)) is None
+    assert "map index 2" in str(first.differs(replace(first, map_index=2)))
