@@ -9,11 +9,15 @@ known one. This module maps the answer onto the model without loosening it:
 * an active job is ``running``: the next try reconnects to it and submits nothing;
 * a succeeded job is ``succeeded``: the next try only collects its result, and the
   output still needs validation;
-* a failed job (or one the service does not know) is a confirmed, ``retryable``
+* a failed job (a status the operator's words say is a failure, see
+  :mod:`~airflow_retrywindow.policies.status_words`) is a confirmed, ``retryable``
   failure that ended no later than the first read that saw it: the model decides
-  backoff, deadline, attempts and ``safe_repeat`` as for any retryable failure;
-* anything else (a status the operator's predicates do not classify and we do not
-  know as a failure, a read that failed, no stored id) stays ``unknown``.
+  backoff, deadline, attempts and ``safe_repeat`` as for any retryable failure. So
+  is a job the service says it never received, when the operator declares that
+  status (``never_submitted_statuses``);
+* anything else stays ``unknown``: a status nobody declared, a job the service does
+  not know (it may have gone to another project or location), a read that failed,
+  no stored id.
 
 The three questions of a lost confirmation are kept apart in the record: did the
 request reach the service, did the job finish, and what still needs validation.
@@ -22,7 +26,7 @@ Pure: no Airflow import.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -31,36 +35,16 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.model import TaskState
+from airflow_retrywindow.policies.status_words import NO_WORDS, StatusWords, normal_status
+from airflow_retrywindow.policies.work_scope import WorkScope
+from airflow_retrywindow.records.reconciliation import stored_job_id
 from airflow_retrywindow.redaction import safe_text
 
 #: the task state store key of the try-start marker (see :class:`TryStart`)
 TRY_START_KEY = "retry_window.try_start"
-#: statuses that confirm a failure, compared without case, ``-`` or spaces. An operator
-#: classifies every status that is neither active nor succeeded as a failure and resubmits;
-#: the gate trusts only these, and treats any other status as unknown.
-FAILED_STATUSES = frozenset(
-    {
-        "error",
-        "errored",
-        "failed",
-        "failure",
-        "cancelled",
-        "canceled",
-        "aborted",
-        "killed",
-        "stopped",
-        "terminated",
-        "timeout",
-        "timedout",
-        "timed_out",
-        "internal_error",
-        "expired",
-        "lost",
-    }
-)
-#: statuses saying the service does not know the job id
+#: statuses saying the service does not know the job id: not proof it never ran
 NOT_FOUND_STATUSES = frozenset({"not_found", "notfound", "missing", "unknown_job"})
-#: the longest id or status text kept
+#: the longest status text kept
 _MAX_TEXT = 200
 
 
@@ -71,6 +55,7 @@ class JobOutcome(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     NOT_FOUND = "not-found"
+    NEVER_SUBMITTED = "never-submitted"
     UNKNOWN = "unknown"
     NO_ID = "no-id"
 
@@ -78,9 +63,14 @@ class JobOutcome(str, Enum):
         return self.value
 
     @property
+    def stored(self) -> str:
+        """The outcome as stored: a job never submitted is one the service does not know."""
+        return JobOutcome.NOT_FOUND.value if self is JobOutcome.NEVER_SUBMITTED else self.value
+
+    @property
     def confirms_failure(self) -> bool:
-        """Whether the job is known to have ended without its result."""
-        return self is JobOutcome.FAILED or self is JobOutcome.NOT_FOUND
+        """Whether the job is known to have ended, or never started, without its result."""
+        return self is JobOutcome.FAILED or self is JobOutcome.NEVER_SUBMITTED
 
     @property
     def model_state(self) -> TaskState:
@@ -92,7 +82,8 @@ _STATES = {
     JobOutcome.ACTIVE: TaskState.RUNNING,
     JobOutcome.SUCCEEDED: TaskState.SUCCEEDED,
     JobOutcome.FAILED: TaskState.RETRYABLE,
-    JobOutcome.NOT_FOUND: TaskState.RETRYABLE,
+    JobOutcome.NOT_FOUND: TaskState.UNKNOWN,
+    JobOutcome.NEVER_SUBMITTED: TaskState.RETRYABLE,
     JobOutcome.UNKNOWN: TaskState.UNKNOWN,
     JobOutcome.NO_ID: TaskState.UNKNOWN,
 }
@@ -100,19 +91,16 @@ _STATES = {
 _ALLOWS = {JobOutcome.ACTIVE: "reconnect", JobOutcome.SUCCEEDED: "collect"}
 
 
-def _normal(status: str) -> str:
-    return status.strip().lower().replace("-", "_").replace(" ", "_")
-
-
 def classify_status(
-    status: str, *, active: bool, succeeded: bool, failed: Iterable[str] = ()
+    status: str, *, active: bool, succeeded: bool, words: StatusWords = NO_WORDS
 ) -> JobOutcome:
     """The outcome of a status, from the operator's own predicates first.
 
     :param status: the raw status the operator's ``get_job_status`` returned.
     :param active: what the operator's ``is_job_active`` said of it.
     :param succeeded: what the operator's ``is_job_succeeded`` said of it.
-    :param failed: more statuses that confirm a failure for this operator.
+    :param words: the statuses that confirm a failure, or that the job was never
+        submitted, for this operator: declared or built in, never guessed.
     """
     if active and succeeded:
         return JobOutcome.UNKNOWN  # the operator contradicts itself: trust neither
@@ -120,10 +108,12 @@ def classify_status(
         return JobOutcome.ACTIVE
     if succeeded:
         return JobOutcome.SUCCEEDED
-    normal = _normal(status)
+    normal = normal_status(status)
+    if normal in words.never_submitted:
+        return JobOutcome.NEVER_SUBMITTED
     if normal in NOT_FOUND_STATUSES:
         return JobOutcome.NOT_FOUND
-    if normal in FAILED_STATUSES or normal in {_normal(s) for s in failed}:
+    if normal in words.failed:
         return JobOutcome.FAILED
     return JobOutcome.UNKNOWN
 
@@ -142,6 +132,9 @@ class JobRead:
     :param why: for an unknown outcome, why it stays unknown (safe to store).
     :param tolerated_errors: for a succeeded job, how many errors it tolerated
         (BigQuery's non-fatal ``errors`` of a DONE job), when the operator shows them.
+    :param would: for a job whose status is known but whose id is not this try's to
+        use (another run, try window or DAG version), what the mixin would do with it:
+        ``"reconnect"`` or ``"collect"``. Never stored.
     """
 
     key: str
@@ -152,6 +145,7 @@ class JobRead:
     failed_since: datetime | None = None
     why: str | None = None
     tolerated_errors: int | None = None
+    would: str | None = None
 
     @property
     def model_state(self) -> TaskState:
@@ -175,10 +169,10 @@ class JobRead:
     @property
     def reached_service(self) -> bool | None:
         """Did the request reach the service? ``None`` when the read cannot tell."""
-        if self.outcome is JobOutcome.NOT_FOUND:
-            return False  # or it went to another project or location: not proof
-        if self.outcome in (JobOutcome.UNKNOWN, JobOutcome.NO_ID):
-            return None
+        if self.outcome is JobOutcome.NEVER_SUBMITTED:
+            return False  # the operator declared this status to mean so
+        if self.outcome in (JobOutcome.NOT_FOUND, JobOutcome.UNKNOWN, JobOutcome.NO_ID):
+            return None  # not found may be another project or location: not proof
         return True
 
     @property
@@ -203,8 +197,10 @@ class JobRead:
             return f"the output of {job}: DONE is not a correct result"
         if self.outcome is JobOutcome.ACTIVE:
             return f"the output of {job} once it ends"
-        if self.outcome is JobOutcome.NOT_FOUND:
+        if self.outcome is JobOutcome.NEVER_SUBMITTED:
             return f"that no job ran under another id, project or location than {job}"
+        if self.outcome is JobOutcome.NOT_FOUND:
+            return f"whether {job} ran under another project or location, and what it wrote"
         if self.outcome in (JobOutcome.UNKNOWN, JobOutcome.NO_ID):
             return "whether any job of the try ran, and what it wrote"
         return None
@@ -219,7 +215,11 @@ class JobRead:
             "only collects its result; the output still needs validation",
             JobOutcome.FAILED: f"{job} is {self.status}: a confirmed failure",
             JobOutcome.NOT_FOUND: f"{job} is {self.status}: the service does not know it, "
-            "so the request may never have reached it",
+            "which does not prove it never ran (another project or location looks the same), "
+            "so the outcome stays unknown; list the status in never_submitted_statuses if it "
+            "proves the job was never submitted",
+            JobOutcome.NEVER_SUBMITTED: f"{job} is {self.status}: the service never received "
+            "it (never_submitted_statuses)",
             JobOutcome.UNKNOWN: f"the status of {job} stays unknown ({self.why})",
             JobOutcome.NO_ID: f"nothing to reconcile: {self.why}",
         }
@@ -232,10 +232,10 @@ class JobRead:
         """The read as stored in the evidence; ids and statuses are masked text."""
         return {
             "externalIdKey": self.key,
-            "externalId": _text(self.job_id),
+            "externalId": None if self.job_id is None else stored_job_id(self.job_id),
             "status": _text(self.status),
             "readAt": pendulum.instance(self.read_at).in_tz("UTC").isoformat(),
-            "outcome": self.outcome.value,
+            "outcome": self.outcome.stored,
             "reachedService": self.reached_service,
             "finished": self.finished,
             "toValidate": _text(self.to_validate),
@@ -266,24 +266,34 @@ def tolerated_errors(task: Any) -> int | None:
 
 
 def first_seen_failed(history: object, job_id: str) -> datetime | None:
-    """The earliest stored read that saw ``job_id`` failed or not found, if any.
+    """The earliest stored read that saw ``job_id`` failed or never submitted, if any.
 
     A failure ended no later than the first read that saw it; reading it again
-    later must not move its end, or a backoff would never run out.
+    later must not move its end, or a backoff would never run out. Ids are compared
+    as they are stored (:func:`~airflow_retrywindow.records.reconciliation.stored_job_id`).
     """
     decisions = history.get("decisions") if isinstance(history, Mapping) else None
+    wanted = stored_job_id(job_id)
     seen: list[datetime] = []
     for entry in decisions if isinstance(decisions, list) else []:
         read = entry.get("reconciliation") if isinstance(entry, Mapping) else None
-        if not isinstance(read, Mapping) or read.get("externalId") != safe_text(job_id):
+        if not isinstance(read, Mapping) or read.get("externalId") != wanted:
             continue
-        if read.get("outcome") not in (JobOutcome.FAILED.value, JobOutcome.NOT_FOUND.value):
+        if not _confirmed_failure(read):
             continue
         try:
             seen.append(pendulum.parse(str(read.get("failedSince") or read.get("readAt"))))  # type: ignore[arg-type]
         except (ValueError, TypeError):
             continue
     return min(seen) if seen else None
+
+
+def _confirmed_failure(read: Mapping[str, Any]) -> bool:
+    """Whether a stored read confirmed a failure: failed, or not found and never submitted."""
+    outcome = read.get("outcome")
+    if outcome == JobOutcome.FAILED.value:
+        return True
+    return outcome == JobOutcome.NOT_FOUND.value and read.get("reachedService") is False
 
 
 @dataclass(frozen=True)
@@ -297,15 +307,31 @@ class TryStart:
     :param try_number: the try.
     :param job_id: the stored job id when it started, if any.
     :param expects: ``"submit"``, ``"reconnect"`` or ``"collect"``.
+    :param scope: the run, try window and work unit the try runs in.
+    :param job_scope: those ``job_id`` was stored in; ``None`` when nothing says.
     """
 
     try_number: int
     job_id: str | None
     expects: str
+    scope: WorkScope | None = None
+    job_scope: WorkScope | None = None
+
+    def stored_in(self, job_id: object) -> WorkScope | None:
+        """Where the stored ``job_id`` was written: this try's scope when it stored a new one."""
+        if job_id in (None, ""):
+            return None
+        return self.job_scope if str(job_id) == self.job_id else self.scope
 
     def as_dict(self) -> dict[str, Any]:
         """As stored under :data:`TRY_START_KEY`."""
-        return {"tryNumber": self.try_number, "externalId": self.job_id, "expects": self.expects}
+        return {
+            "tryNumber": self.try_number,
+            "externalId": self.job_id,
+            "expects": self.expects,
+            "scope": None if self.scope is None else self.scope.as_dict(),
+            "jobScope": None if self.job_scope is None else self.job_scope.as_dict(),
+        }
 
     @classmethod
     def of(cls, stored: object) -> TryStart | None:
@@ -319,4 +345,10 @@ class TryStart:
         )
         if not isinstance(number, int) or expects not in ("submit", "reconnect", "collect"):
             return None
-        return cls(number, None if job_id is None else str(job_id), str(expects))
+        return cls(
+            number,
+            None if job_id is None else str(job_id),
+            str(expects),
+            WorkScope.of(stored.get("scope")),
+            WorkScope.of(stored.get("jobScope")),
+        )

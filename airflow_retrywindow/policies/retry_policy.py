@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -51,6 +51,7 @@ from airflow_retrywindow.policies.reconcile import (
 from airflow_retrywindow.policies.retry_start import start_check_of
 from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
+from airflow_retrywindow.policies.work_scope import WorkScope
 from airflow_retrywindow.read_retry import ReadCount, ReadTally
 from airflow_retrywindow.records import evidence, start_check
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
@@ -175,8 +176,13 @@ class RetryWindowPolicy(RetryPolicy):
         The model checks the lengthened wait against the deadline. Default 0 (off).
     :param status_read_timeout: how long the one status read of a resumable job may
         take before its outcome counts as unknown (default 30 s, at most 600 s).
-    :param failed_statuses: statuses of the operator's jobs that confirm a failure,
-        beyond the common ones (``error``, ``failed``, ``cancelled``, ...).
+    :param failed_statuses: statuses of the operator's jobs that confirm a failure. Only
+        these, and the built-in words of a known operator class (BigQuery's ``error``),
+        confirm one: any other status the operator does not call active or succeeded
+        leaves the outcome unknown.
+    :param never_submitted_statuses: statuses saying the service never received the job
+        (a not-found that proves nothing ran). Without them a job the service does not
+        know leaves the outcome unknown.
     """
 
     def __init__(
@@ -194,6 +200,7 @@ class RetryWindowPolicy(RetryPolicy):
         jitter: float = 0.0,
         status_read_timeout: timedelta | float = DEFAULT_STATUS_READ_TIMEOUT,
         failed_statuses: Iterable[str] = (),
+        never_submitted_statuses: Iterable[str] = (),
     ) -> None:
         self.deadline = Deadline.coerce(deadline)
         self.jitter = Jitter(jitter)
@@ -211,7 +218,9 @@ class RetryWindowPolicy(RetryPolicy):
             raise ValueError(f"on_error must be 'fail' or 'default', got {on_error!r}")
         self.on_error = on_error
         self.status_reader = StatusReader.of(
-            as_timedelta(status_read_timeout, "status_read_timeout"), failed_statuses
+            as_timedelta(status_read_timeout, "status_read_timeout"),
+            failed_statuses,
+            never_submitted_statuses,
         )
 
     def settings_of(self, task: Any) -> RetrySettings:
@@ -267,6 +276,7 @@ class RetryWindowPolicy(RetryPolicy):
         task = _task_of(context)
         settings = self.settings_of(task)
         ti = context["ti"]
+        scope = self.scope_of(task, ti)
         job = self._read_job(task, context, previous_try) if resumable(task) else None
         if lost is not None:
             subject = lost.subject()
@@ -288,13 +298,63 @@ class RetryWindowPolicy(RetryPolicy):
         verdict = self._decide(failed, settings, context, check=RETRY_START).start
         if verdict is None:  # only a failure-time decision comes without one
             raise RuntimeError("the retry-start decision gave no verdict")
-        return verdict
+        job_scope = scope if job is not None and job.allows else None
+        return replace(verdict, scope=scope, job_scope=job_scope)
+
+    def start_decided(self, context: Mapping[str, Any], *, first_of_window: bool) -> StartVerdict:
+        """What a resumable job's try that starts on a decision does with the stored job.
+
+        A decided retry, or the first try of a window (a clear, a person's decision),
+        runs; the mixin then reconnects to an active stored job, collects a succeeded
+        one, and submits otherwise. The job's status is read once so the try's marker
+        says which. A job stored in another run or work unit (another DAG version), or
+        in a retry another try window, is not this try's to reconnect to or collect:
+        that outcome is unknown, decided by the model (``reconcile-remote``) and
+        kept as evidence. At a window's first try a job of the same run and work unit
+        stored before the clear is taken over: the clear was a person's decision.
+
+        :param context: the starting try's task context.
+        :param first_of_window: whether the try is the first of its window.
+        """
+        task, ti = _task_of(context), context["ti"]
+        scope = self.scope_of(task, ti)
+        job = self.status_reader.read_at_start(
+            task, context, scope, first_of_window=first_of_window
+        )
+        if job is not None:
+            log.info("Retry window: try %s starts on %s", ti.try_number, job.describe())
+        if job is None or (job.allows is None and job.would is None):
+            return StartVerdict(RUN, "the try submits its job", scope=scope)
+        if job.allows is not None:
+            return StartVerdict(
+                RUN, job.describe(), expects=job.allows, scope=scope, job_scope=scope
+            )
+        settings = self.settings_of(task)
+        try_number = int(ti.try_number)
+        failed = Failure(
+            failure=UNKNOWN,
+            subject=f"try {try_number} would {job.would} a job that is not its own; decided "
+            "before the task's code ran",
+            try_number=try_number,
+            attempts=max(settings.attempts_in_window(try_number, int(ti.max_tries)) - 1, 1),
+            job=job,
+        )
+        verdict = self._decide(failed, settings, context, check=RETRY_START).start
+        if verdict is None:
+            raise RuntimeError("the retry-start decision gave no verdict")
+        return replace(verdict, scope=scope)
+
+    def scope_of(self, task: Any, ti: Any) -> WorkScope:
+        """The run, try window and work unit of the try ``ti`` runs."""
+        window = int(ti.max_tries) - self.settings_of(task).retries + 1
+        return WorkScope.of_try(ti, window)
 
     def _read_job(self, task: Any, context: Mapping[str, Any], failed_try: int) -> JobRead | None:
         """The status of a resumable task's job: one read, before the model decides."""
         if not resumable(task):
             return None
-        job = self.status_reader.read(task, context, failed_try)
+        scope = self.scope_of(task, context["ti"])
+        job = self.status_reader.read(task, context, failed_try, scope)
         log.info("Retry window reconciliation of try %s: %s", failed_try, job.describe())
         return job
 
@@ -500,6 +560,7 @@ class RetryWindowPolicy(RetryPolicy):
             "jitter": self.jitter.fraction,
             "status_read_timeout": self.status_reader.timeout.total_seconds(),
             "failed_statuses": list(self.status_reader.failed_statuses),
+            "never_submitted_statuses": list(self.status_reader.never_submitted_statuses),
             **self.classifier.describe(),
         }
 

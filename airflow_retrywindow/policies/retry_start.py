@@ -15,10 +15,13 @@ read, the outcome is unknown (``reconcile-remote``).
 The provider's cluster policy installs it on every task with a
 ``RetryWindowPolicy``, on the DAG processor and in the worker alike, so DAG
 authors write nothing. The first try of a window (the first run, or a manual
-clear, which is a person's decision) is never refused. It costs one read of the
-task state store per try start, and none on a window's first try, except for a
-resumable job, whose every try keeps the job id it started with (one read and
-one write). Airflow keeps
+clear, which is a person's decision) is not refused, unless the mixin would
+reconnect to or collect a job stored for another run or work unit (another DAG
+version): that job is not the try's. It costs one read of the task state store
+per try start, and none on a window's first try, except for a resumable job,
+whose every try keeps the job id it started with and where it belongs (one read
+and one write), and whose stored job's status is read once when the try starts
+on a decision, to record what the mixin will do with it. Airflow keeps
 that store per task instance, map index included, so each map index of a mapped
 task is checked against its own decisions.
 """
@@ -35,7 +38,6 @@ from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.try_start import (
     REFUSE,
     RESCHEDULE,
-    SUBMIT,
     StartVerdict,
     mark_start,
 )
@@ -100,8 +102,7 @@ class RetryStartCheck:
             if permission == evidence.STARTED:
                 return None
             if permission == evidence.DECIDED:
-                self._mark(context, try_number, SUBMIT)
-                return None
+                return self._start_decided(context, first_of_window=previous is None)
             lost = (
                 _lost_try(policy, task, ti, history, previous)
                 if previous is not None and permission == evidence.UNDECIDED
@@ -109,18 +110,38 @@ class RetryStartCheck:
             )
             verdict: StartVerdict = policy.decide_start(context, previous, lost)
             if verdict.action not in (REFUSE, RESCHEDULE):
-                self._mark(context, try_number, verdict.expects)
+                self._mark(context, try_number, verdict)
             return verdict
         except Exception as error:
             metrics.gate_error(context, by=metrics.RETRY_START)
             refusal = self._cannot_check(policy, error)
             return None if refusal is None else StartVerdict(REFUSE, refusal)
 
+    def _start_decided(
+        self, context: Mapping[str, Any], *, first_of_window: bool
+    ) -> StartVerdict | None:
+        """A try Airflow starts on a decision (a decided retry, or a clear): runs as decided.
+
+        For a resumable job it first records what the mixin will do with the stored
+        job, and refuses when that would reconnect to or collect a job stored in
+        another run or work unit (or, in a retry, another try window).
+        """
+        task = context["task"]
+        if not resumable(task):
+            return None
+        verdict: StartVerdict = task.retry_policy.start_decided(
+            context, first_of_window=first_of_window
+        )
+        if verdict.action in (REFUSE, RESCHEDULE):
+            return verdict
+        self._mark(context, int(context["ti"].try_number), verdict)
+        return None
+
     @staticmethod
-    def _mark(context: Mapping[str, Any], try_number: int, expects: str) -> None:
+    def _mark(context: Mapping[str, Any], try_number: int, verdict: StartVerdict) -> None:
         task = context["task"]
         if resumable(task):
-            mark_start(task, context["task_state_store"], try_number, expects)
+            mark_start(task, context["task_state_store"], try_number, verdict)
 
     @staticmethod
     def _cannot_check(policy: Any, error: Exception) -> str | None:

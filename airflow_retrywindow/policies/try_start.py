@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.policies.job_status import TRY_START_KEY, JobRead, TryStart
+from airflow_retrywindow.policies.work_scope import WorkScope
 
 RUN = "run"
 RESCHEDULE = "reschedule"
@@ -32,12 +33,16 @@ class StartVerdict:
     :param reason: the decision's reason.
     :param start_at: when a rescheduled try may start.
     :param expects: what a running try does with the job: submit, reconnect or collect.
+    :param scope: the run, try window and work unit the try runs in.
+    :param job_scope: for a try that reconnects or collects, where the job's id belongs.
     """
 
     action: str
     reason: str
     start_at: datetime | None = None
     expects: str = SUBMIT
+    scope: WorkScope | None = None
+    job_scope: WorkScope | None = None
 
     @classmethod
     def of(
@@ -61,8 +66,8 @@ class StartVerdict:
         return cls(REFUSE, text)
 
 
-def mark_start(task: Any, store: Any, try_number: int, expects: str) -> None:
-    """Keep the job id a resumable task's try starts with, once per try.
+def mark_start(task: Any, store: Any, try_number: int, verdict: StartVerdict) -> None:
+    """Keep the job id a resumable task's try starts with, and where it belongs, once per try.
 
     A try resumed after deferral keeps its first marker: the job id it started
     with is the one that tells whether it stored a new one.
@@ -70,11 +75,20 @@ def mark_start(task: Any, store: Any, try_number: int, expects: str) -> None:
     :param task: a resumable-job operator.
     :param store: the try's task state store.
     :param try_number: the starting try.
-    :param expects: what the try does with the job: submit, reconnect or collect.
+    :param verdict: what the try does with the job, and in which scope.
     """
     marked = TryStart.of(store.get(TRY_START_KEY))
     if marked is not None and marked.try_number == try_number:
         return
     job_id = store.get(str(task.external_id_key))
-    marker = TryStart(try_number, None if job_id in (None, "") else str(job_id), expects)
+    job_scope = verdict.job_scope
+    if job_scope is None and marked is not None:
+        job_scope = marked.stored_in(job_id)  # the id keeps the scope it was stored in
+    marker = TryStart(
+        try_number,
+        None if job_id in (None, "") else str(job_id),
+        verdict.expects,
+        verdict.scope,
+        job_scope,
+    )
     store.set(TRY_START_KEY, marker.as_dict())

@@ -37,6 +37,8 @@ RUN = "run"
 RESCHEDULE = "reschedule"
 #: the longest text kept of one stored field
 MAX_TEXT = 2_000
+#: the longest job id kept, written and compared alike; BigQuery's run to 1,024 characters
+MAX_JOB_ID = 1_024
 
 #: how stored text is made safe to show
 Mask = Callable[[str], str]
@@ -46,6 +48,15 @@ TimeText = Callable[[pendulum.DateTime], str]
 
 def _safe(text: str) -> str:
     return safe_text(text, limit=MAX_TEXT)
+
+
+def stored_job_id(job_id: object) -> str:
+    """A job id as it is stored, and as a stored one is looked for: masked, at most
+    :data:`MAX_JOB_ID` characters. The one place both the writer and the reader cut it.
+
+    :param job_id: the id as the operator keeps it in the task state store.
+    """
+    return safe_text(str(job_id), limit=MAX_JOB_ID)
 
 
 @dataclass(frozen=True)
@@ -131,8 +142,8 @@ class Reconciliation:
             return f"only collects the result of {self.job}, submits nothing"
         if self.outcome == "failed":
             return f"submits a new job ({self.job} failed)"
-        if self.outcome == "not-found":
-            return f"submits a new job (the service does not know {self.job})"
+        if self.outcome == "not-found" and self.reached_service is False:
+            return f"submits a new job (the service never received {self.job})"
         return "runs the task's code"
 
     def answers(

@@ -51,6 +51,8 @@ class JobOperator(ResumableJobMixin, BaseOperator):
     """Submits one job to :class:`Jobs` and waits for it, reconnecting on the next try."""
 
     external_id_key = "stand_in_job_id"
+    # the service is the outside world: a copy of the operator talks to the same one
+    shallow_copy_attrs = ("jobs",)
 
     def __init__(self, *, jobs: Jobs, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -100,9 +102,15 @@ class Store:
 class TaskInstance:
     """What the policy and the check read of Airflow's runtime task instance."""
 
-    def __init__(self, try_number: int, max_tries: int) -> None:
+    def __init__(
+        self, try_number: int, max_tries: int, *, dag_version_id: str = "version-1"
+    ) -> None:
         self.try_number = try_number
         self.max_tries = max_tries
+        self.run_id = "manual__2026-03-01"
+        self.task_id = "load"
+        self.map_index = -1
+        self.dag_version_id = dag_version_id
         self.xcom: dict[str, Any] = {}
         self.stats_tags: dict[str, str] = {}
 
@@ -116,6 +124,8 @@ def policy(**overrides: Any) -> RetryWindowPolicy:
         "duration": timedelta(minutes=2),
         "validation": timedelta(minutes=1),
         "safe_repeat": True,
+        # the in-memory service's word for a failed job, declared as an operator's must be
+        "failed_statuses": ["FAILED"],
     }
     values.update(overrides)
     return RetryWindowPolicy(**values)

@@ -154,17 +154,6 @@ def test_a_confirmed_failure_not_claimed_safe_to_repeat_is_refused() -> None:
     assert jobs.calls["submit"] == 1
 
 
-def test_a_job_the_service_does_not_know_is_a_failure_that_may_not_have_reached_it() -> None:
-    jobs, store = Jobs(), Store()
-    task = job_operator(jobs, policy(safe_repeat=False))
-    lost_after_submit(task, store)
-    del jobs.statuses["load_a1"]
-    with pytest.raises(AirflowFailException, match=r"^reconcile-effects"):
-        start(task, store, 2)
-    job = latest(store)["reconciliation"]
-    assert (job["outcome"], job["reachedService"], job["finished"]) == ("not-found", False, None)
-
-
 def test_no_stored_job_id_leaves_the_outcome_unknown() -> None:
     jobs, store = Jobs(), Store()
     task = job_operator(jobs, policy())

@@ -43,6 +43,8 @@ def _policy(safe_repeat: bool) -> RetryWindowPolicy:
         duration=timedelta(seconds=60),
         validation=timedelta(seconds=5),
         safe_repeat=safe_repeat,
+        # the stand-in service's word for a failed job: no failure word is assumed
+        failed_statuses=["FAILED"],
     )
 
 
