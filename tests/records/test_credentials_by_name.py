@@ -16,6 +16,8 @@ import json
 import os
 import secrets
 import string
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
@@ -194,3 +196,41 @@ def test_the_configured_names_count() -> None:
 )
 def test_text_that_only_looks_like_a_credential_stays(text: str) -> None:
     assert without_credentials(text, limit=1000) == text
+
+
+def _in_a_new_process(code: str, **environment: str) -> list[str]:
+    env = {**os.environ, **environment}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()
+
+
+def test_a_process_without_airflow_reads_airflows_list_without_loading_airflow() -> None:
+    code = (
+        "import json, sys; from airflow_retrywindow.credential_names import sensitive_names; "
+        "from airflow_retrywindow.redaction import without_credentials; "
+        "print(json.dumps(sorted(sensitive_names()))); "
+        "print(without_credentials('Ledger-Pin: 4815162342')); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'airflow'))"
+    )
+    names, masked, loaded = _in_a_new_process(code, **{CONFIGURED_ENV: CONFIGURED})
+    assert set(DEFAULT_SENSITIVE_FIELDS) | {"ledger_pin", "vault_lease"} <= set(json.loads(names))
+    assert masked == "Ledger-Pin: ***"
+    assert loaded == "[]"
+
+
+def test_stored_text_is_masked_whatever_hide_sensitive_var_conn_fields_says() -> None:
+    code = (
+        "import airflow.settings; from airflow.sdk.log import redact; "
+        "from airflow_retrywindow.redaction import safe_text; "
+        "print(redact({'password': 'Zq4815162342'})); "
+        "print(safe_text('host=db password=Zq4815162342'))"
+    )
+    hidden_by_airflow, stored = _in_a_new_process(
+        code, AIRFLOW__CORE__HIDE_SENSITIVE_VAR_CONN_FIELDS="False"
+    )
+    # Airflow's masker shows the value when told not to hide it; what we store never does
+    assert "Zq4815162342" in hidden_by_airflow
+    assert stored == "host=db password=***"
