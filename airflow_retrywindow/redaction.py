@@ -196,7 +196,10 @@ def credentials_masked(value: Any) -> Any:
             for key, inner in ((key, credentials_masked(item)) for key, item in value.items())
         }
     if isinstance(value, (list, tuple)):
-        return type(value)(credentials_masked(item) for item in value)
+        items = [credentials_masked(item) for item in value]
+        if hasattr(value, "_fields"):  # a named tuple takes its fields one by one
+            return type(value)(*items)
+        return type(value)(items)
     return value
 
 

@@ -29,7 +29,13 @@ from airflow_retrywindow.gate.read import RunSnapshot
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.api_reader import PoolRow
-from airflow_retrywindow.redaction import MASK, safe_text, without_credentials, without_userinfo
+from airflow_retrywindow.redaction import (
+    MASK,
+    credentials_masked,
+    safe_text,
+    without_credentials,
+    without_userinfo,
+)
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
 
@@ -260,3 +266,21 @@ def test_nothing_a_rendered_field_shows_is_registered_with_airflows_masker() -> 
     assert redact(text) == text
     # an ordinary parameter's value stays readable where the gate keeps it
     assert f"sort_key={values['sort_key']}" in gate.observations
+
+
+def test_a_rendered_value_keeps_its_shape_and_loses_what_credential_keys_hold() -> None:
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "label url")
+    rendered = {
+        "business_date": "2026-03-01",
+        "Delivery-Token": "tok-48151623",
+        "empty_secret": None,
+        "pairs": [Pair("load", "https://etl:pw48151623@h.example.com/x"), ("sig=Zm9vYmFy",)],
+    }
+    assert credentials_masked(rendered) == {
+        "business_date": "2026-03-01",
+        "Delivery-Token": MASK,
+        "empty_secret": None,
+        "pairs": [Pair("load", "https://***@h.example.com/x"), ("sig=***",)],
+    }
