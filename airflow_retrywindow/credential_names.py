@@ -70,6 +70,17 @@ def is_credential_name(name: str, names: frozenset[str] | None = None) -> bool:
     return _any_of(names or sensitive_names()).search(folded) is not None
 
 
+def may_name_a_credential(text: str, names: frozenset[str]) -> bool:
+    """Whether a credential name may be anywhere in ``text``: one quick search, so that
+    the texts that name none (most of them) skip the scan for names and values.
+
+    :param text: percent-decoded text.
+    :param names: :func:`sensitive_names`.
+    """
+    folded = fold(text)
+    return any(name in folded for name in names) or any(name in folded for name in WHOLE_NAMES)
+
+
 @functools.cache
 def _any_of(names: frozenset[str]) -> re.Pattern[str]:
     # one search instead of one substring test per name: every stored text is scanned

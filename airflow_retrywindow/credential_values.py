@@ -24,7 +24,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from airflow_retrywindow.credential_names import fold, is_credential_name, sensitive_names
+from airflow_retrywindow.credential_names import (
+    fold,
+    is_credential_name,
+    may_name_a_credential,
+    sensitive_names,
+)
 
 # a name (letters, digits, '_', '.', '-', raw or percent-encoded), where a name starts
 # (not inside another one, but right after a percent-encoded character), then what
@@ -51,6 +56,8 @@ def credential_spans(text: str) -> Iterator[tuple[int, int, str]]:
     when the key is quoted and its value is not (JSON stays JSON), else ``""``.
     """
     position, names = 0, sensitive_names()
+    if not may_name_a_credential(_decoded(text), names):
+        return
     for found in _NAMED.finditer(text):
         if found.start() < position or not _is_key(text, found, names):
             continue
