@@ -43,10 +43,14 @@ _NAMED = re.compile(
 )
 # an unquoted value: up to a space, '&', ';', ',', a quote or a closing bracket, raw or
 # percent-encoded
-_UNQUOTED = re.compile(r"(?:[^\s&;,'\"<>)}\]%]|%(?!26|3[Bb]|2[027Cc])|%$)+")
+_UNQUOTED = re.compile(r"(?:[^\s&;,'\"<>)}\]%]|%(?!26|3[Bb]|2[027Cc]))+")
 # what may come right before a name joined by ':' (a key, not a path's last segment)
 _KEY_BEFORE = (" ", "\t", "\n", "\r", "{", "(", "[", ",", ";", '"', "'", "\\n", "%22", "%27")
 _LINE_BREAKS = ("\n", "\r", "\\n", "\\r")
+#: how far back from a name its line start or the key's opening is looked for: a long
+#: text is not copied once per name in it (further back than this, a name counts as
+#: starting its line, and its value runs to the end of the line)
+_LOOK_BACK = 80
 
 
 def credential_spans(text: str) -> Iterator[tuple[int, int, str]]:
@@ -73,8 +77,12 @@ def _is_key(text: str, found: re.Match[str], names: frozenset[str]) -> bool:
         return False
     if not _joined_by_colon(found) or found["close"]:
         return True
-    before = text[: found.start()]
+    before = _before(text, found.start())
     return not before or before.endswith(_KEY_BEFORE)
+
+
+def _before(text: str, at: int) -> str:
+    return text[max(at - _LOOK_BACK, 0) : at]
 
 
 def _joined_by_colon(found: re.Match[str]) -> bool:
@@ -90,7 +98,7 @@ def _value_end(text: str, found: re.Match[str]) -> int:
     if found["open"]:
         return _closing_quote(text, start, found["open"])
     if _joined_by_colon(found) and (
-        _starts_line(text[: found.start()]) or "cookie" in fold(_decoded(found["name"]))
+        _starts_line(_before(text, found.start())) or "cookie" in fold(_decoded(found["name"]))
     ):
         return _line_end(text, start)
     unquoted = _UNQUOTED.match(text, start)
