@@ -35,9 +35,11 @@ ADDED_NAMES = frozenset(
         "cookie",  # Cookie and Set-Cookie headers
         "accountkey",  # Azure storage connection strings
         "sharedaccesssignature",  # Azure SAS connection strings
-        "signature",  # X-Amz-Signature, X-Goog-Signature, ...
-        "credential",  # X-Amz-Credential, X-Goog-Credential, ...
-        "security_token",  # X-Amz-Security-Token
+        # presigned URLs' query parameters: X-Amz-Signature, X-Goog-Signature,
+        # CloudFront's Signature, X-Amz-Credential, X-Goog-Credential, X-Amz-Security-Token
+        "signature",
+        "credential",
+        "security_token",
     }
 )
 #: credential names that count only as the whole name: Azure's SAS signature, ODBC's

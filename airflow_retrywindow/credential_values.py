@@ -13,10 +13,12 @@ value runs:
 * otherwise to the next space, ``&``, ``;``, ``,``, quote or bracket (a query
   string, a fragment, a DSN, a ``;``-separated connection string).
 
-A name joined by ``:`` to what follows is a key only at the start of a line or
-after a space, a bracket, a comma, a ``;`` or a quote: in
-``https://host/v1/token: 500`` the ``token`` is a path's last segment, and the
-message after it is no credential.
+A name joined by ``:`` to what follows is a key at the start of a line, or in
+the middle of one when it is written like a key (capitalised, or with a ``-`` or
+``_`` in it) after a space, a bracket, a comma, a ``;`` or a quote: in
+``https://host/v1/token: 500`` the ``token`` is a path's last segment, in ``the
+API needs credentials: give ...`` a sentence's word, and the message after either
+is no credential.
 """
 
 from __future__ import annotations
@@ -78,7 +80,13 @@ def _is_key(text: str, found: re.Match[str], names: frozenset[str]) -> bool:
     if not _joined_by_colon(found) or found["close"]:
         return True
     before = _before(text, found.start())
-    return not before or before.endswith(_KEY_BEFORE)
+    if _starts_line(before):
+        return True
+    # in the middle of a line, a key is written like one: ``Cookie:``, ``x-api-key:``,
+    # ``access_token:``; a lowercase word before a colon is a sentence's (``the token:``)
+    name = found["name"]
+    written_as_key = name[:1].isupper() or "-" in name or "_" in name or "%" in name
+    return written_as_key and before.endswith(_KEY_BEFORE)
 
 
 def _before(text: str, at: int) -> str:

@@ -177,6 +177,13 @@ def test_safe_text_masks_by_name_too(name: str, value: str) -> None:
     assert secret not in safe_text(dsn(name, secret), limit=100_000)
 
 
+def test_a_key_in_the_middle_of_a_line_is_written_like_one() -> None:
+    text = "sent Cookie: sid=Zq1a2b3c4d; theme=dark\nheaders x-api-key: Zq5e6f7a8b, accept: json"
+    assert without_credentials(text, limit=1000) == (
+        "sent Cookie: ***\nheaders x-api-key: ***, accept: json"
+    )
+
+
 def test_the_configured_names_count() -> None:
     assert "ledger_pin" in airflows_names()
     text = "Ledger-Pin: 48151623\nvault_lease=Zq9e8d7c6b5a"
@@ -192,6 +199,9 @@ def test_the_configured_names_count() -> None:
         # words that hold a short added name inside them
         "design=blue signal=11 keyframe=3",
         "ProxyError is not a header: retry later",
+        # a sentence's word before a colon, in the middle of a line
+        "HTTP 401; the API needs credentials: give the connection login and password",
+        "could not refresh the token: HTTP 503 from the identity provider",
     ],
 )
 def test_text_that_only_looks_like_a_credential_stays(text: str) -> None:
