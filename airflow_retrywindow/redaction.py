@@ -9,22 +9,29 @@ error messages) passes through :func:`safe_text` first, which removes:
 * URL userinfo (``scheme://user:password@host``), a password holding an
   unencoded ``/``, ``?``, ``#`` or ``@`` included (then up to the last ``@`` that
   a host follows: what such a password holds cannot be told from a path);
-* the values of credential-like query parameters: presigned URLs' signatures and
-  tokens (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``,
-  ``X-Goog-Signature``, ``sig``, ...), ``token``, ``access_token``, ``api_key``,
-  ``key``, ``password``, ``secret`` and the like;
-* ``Authorization`` and ``Proxy-Authorization`` header values, and ``Bearer`` or
-  ``Basic`` credentials anywhere in the text.
+* ``Bearer`` or ``Basic`` credentials anywhere in the text;
+* the value of every name that says it holds a credential
+  (:mod:`~airflow_retrywindow.credential_names`), in whatever syntax it comes: a
+  query string or a URL fragment, a JSON or Python dict, ``key=value`` text (a
+  DSN, a ``;``-separated connection string) and ``Name: value`` header lines, raw
+  or percent-encoded.
 
-What was removed shows as ``***``, so a reason stays readable.
+What was removed shows as ``***``, so a reason stays readable. This applies to
+what the provider stores and shows whatever ``[core] hide_sensitive_var_conn_fields``
+says: that setting is about Airflow's logs and connection pages. Nothing found
+here is registered with Airflow's masker: a value that merely looks like a
+credential would be masked in every log line of the process.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
+
+from airflow_retrywindow.credential_names import CredentialNamesError, is_credential_name
+from airflow_retrywindow.credential_values import credential_spans
 
 #: the longest exception text we keep; the log has the whole traceback
 MAX_EXCEPTION_TEXT = 300
@@ -37,19 +44,6 @@ _SDK = "airflow.sdk"
 _URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s'\"<>]*)")
 # an '@' that a host follows: no further '@' before the next '/', '?', '#' or the end
 _AT_HOST = re.compile(r"@(?=[^@/?#]*(?:[/?#]|$))")
-# a query parameter whose name says it holds a credential, and its value
-_CREDENTIAL_PARAMETER = re.compile(
-    r"(?P<name>[?&;](?:[A-Za-z0-9_.-]*[-_.])?"
-    r"(?:credential|signature|sig|security-token|token|access_token|refresh_token|id_token|"
-    r"api[-_]?key|apikey|key|password|passwd|pwd|secret|client_secret|auth|sas|code)=)"
-    r"(?P<value>[^&#\s'\"<>]*)",
-    re.IGNORECASE,
-)
-# an Authorization header's value, in a header dump, a dict repr or JSON
-_AUTHORIZATION = re.compile(
-    r"(?P<name>(?:proxy-)?authorization['\"]?\s*[:=]\s*['\"]?)(?P<value>[^'\"\n\r,}]+)",
-    re.IGNORECASE,
-)
 # ``Bearer <token>`` or ``Basic <credentials>`` anywhere
 _SCHEME_CREDENTIAL = re.compile(
     r"(?P<name>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{4,})", re.IGNORECASE
@@ -130,16 +124,31 @@ def without_credentials(text: str, *, limit: int = MAX_EXCEPTION_TEXT) -> str:
 
     For the command line, which must not import Airflow: outside a task nothing is
     registered with the masker, so only the credentials the text shows are removed:
-    URL userinfo, credential query parameters and authorization values.
+    URL userinfo, ``Bearer``/``Basic`` credentials and the values of credential names.
+    When Airflow's list of those names cannot be read, nothing of the text is kept.
 
     :param text: any stored text about to be shown.
     :param limit: the most characters kept; a cut text ends with ``...``.
     """
     cleaned = _URL.sub(_without_userinfo_in, text)
-    cleaned = _CREDENTIAL_PARAMETER.sub(rf"\g<name>{MASK}", cleaned)
-    cleaned = _AUTHORIZATION.sub(rf"\g<name>{MASK}", cleaned)
     cleaned = _SCHEME_CREDENTIAL.sub(rf"\g<name>{MASK}", cleaned)
-    return cleaned if len(cleaned) <= limit else cleaned[: max(limit - 3, 0)] + "..."
+    try:
+        cleaned = _without_named_values(cleaned)
+    except CredentialNamesError:
+        return MASK
+    return _cut(cleaned, limit)
+
+
+def _without_named_values(text: str) -> str:
+    kept, position = [], 0
+    for start, end, quote in credential_spans(text):
+        kept += [text[position:start], f"{quote}{MASK}{quote}"]
+        position = end
+    return "".join([*kept, text[position:]])
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
 
 
 def safe_json(value: Any, *, keep: Collection[str] = frozenset()) -> Any:
@@ -169,50 +178,36 @@ def safe_json(value: Any, *, keep: Collection[str] = frozenset()) -> Any:
     return walk(value)
 
 
-def credentials_in(text: str) -> list[str]:
-    """The credentials :func:`without_credentials` removes from ``text``, as they are there.
+def credentials_masked(value: Any) -> Any:
+    """``value`` with the credentials it shows masked: texts as :func:`without_credentials`
+    masks them, never cut, and the value of a mapping key that names a credential.
 
-    URL userinfo (whole, and its password), credential query parameters' values,
-    authorization header values and ``Bearer``/``Basic`` credentials.
+    For a value the provider only shows and stores (a rendered observation, a unit of
+    work): Airflow stores and logs the masked value, and nothing is registered with its
+    masker for it.
+
+    :param value: a text, a mapping, a list, or anything else (kept as it is).
     """
-    found: list[str] = []
-    for url in _URL.finditer(text):
-        end = _userinfo_end(url["rest"])
-        if end is not None:
-            userinfo = url["rest"][:end]
-            found += [userinfo, userinfo.partition(":")[2]]
-    for pattern in (_CREDENTIAL_PARAMETER, _AUTHORIZATION, _SCHEME_CREDENTIAL):
-        found += [match["value"].strip() for match in pattern.finditer(text)]
-    return [value for value in dict.fromkeys(found) if value and value != MASK]
-
-
-def mask_credentials_in(value: Any) -> None:
-    """Register the credentials the texts of ``value`` show with Airflow's secrets masker.
-
-    What Airflow stores or logs itself, a rendered template field or a log line, is
-    masked only by its masker: once told, it shows these credentials as ``***``.
-    Outside a task (no Airflow, the command line) there is nothing to tell.
-
-    :param value: a text, or a JSON value holding texts.
-    """
-    try:
-        from airflow.sdk.log import mask_secret
-    except ImportError:
-        return
-    for text in _texts(value):
-        for credential in credentials_in(text):
-            mask_secret(credential)
-
-
-def _texts(value: Any) -> Iterator[str]:
     if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _texts(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _texts(item)
+        return without_credentials(value, limit=sys.maxsize)
+    if isinstance(value, Mapping):
+        return {
+            key: MASK if _names_credential(key) and value[key] is not None else inner
+            for key, inner in ((key, credentials_masked(item)) for key, item in value.items())
+        }
+    if isinstance(value, (list, tuple)):
+        items = [credentials_masked(item) for item in value]
+        if hasattr(value, "_fields"):  # a named tuple takes its fields one by one
+            return type(value)(*items)
+        return type(value)(items)
+    return value
+
+
+def _names_credential(key: object) -> bool:
+    try:
+        return isinstance(key, str) and is_credential_name(key)
+    except CredentialNamesError:
+        return True
 
 
 def describe_exception(error: BaseException, *, limit: int = MAX_EXCEPTION_TEXT) -> str:
@@ -225,4 +220,8 @@ def describe_exception(error: BaseException, *, limit: int = MAX_EXCEPTION_TEXT)
         message = str(error)
     except Exception:
         message = "<the exception's message could not be read>"
-    return safe_text(f"{name}: {message}" if message else name, limit=limit)
+    if not message:
+        return _cut(name, limit)
+    # masked apart from the type's name: ``ProxyError: ...`` is no header whose value
+    # is the whole message
+    return _cut(f"{name}: {safe_text(message, limit=sys.maxsize)}", limit)

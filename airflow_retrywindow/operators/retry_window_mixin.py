@@ -37,7 +37,7 @@ from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
 from airflow_retrywindow.gate.targets import Estimates, GivenEstimate, resolve_estimates
 from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.read_retry import ReadTally
-from airflow_retrywindow.redaction import mask_credentials_in, safe_json
+from airflow_retrywindow.redaction import credentials_masked, safe_json
 from airflow_retrywindow.timing.deadline import Deadline
 
 if TYPE_CHECKING:
@@ -130,17 +130,17 @@ class RetryWindowMixin(_Operator):
     ) -> Any:
         """Render a budget's estimate; everything else as Airflow does.
 
-        Airflow stores the rendered fields, masked by its own secrets masker only:
-        the credentials they show (an observation's ``source`` with userinfo, ...)
-        are registered with it first, so they are stored and logged as ``***``.
+        Airflow stores and logs the rendered fields, masked by its own secrets masker
+        only. These fields are only shown and stored, never used to reach a service:
+        the credentials they show (an observation's ``source`` with userinfo, a unit
+        of work's ``token``, ...) are masked in the rendered value itself, and nothing
+        is registered with Airflow's masker for them.
         """
         if isinstance(content, Budget):
             estimate = super().render_template(content.estimate, context, jinja_env, seen_oids)
-            mask_credentials_in(estimate)
-            return content.with_estimate(estimate)
+            return content.with_estimate(credentials_masked(estimate))
         rendered = super().render_template(content, context, jinja_env, seen_oids)
-        mask_credentials_in(rendered)
-        return rendered
+        return credentials_masked(rendered)
 
     # -- what each kind says for itself -----------------------------------------
 

@@ -29,7 +29,13 @@ from airflow_retrywindow.gate.read import RunSnapshot
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.api_reader import PoolRow
-from airflow_retrywindow.redaction import MASK, safe_text, without_credentials, without_userinfo
+from airflow_retrywindow.redaction import (
+    MASK,
+    credentials_masked,
+    safe_text,
+    without_credentials,
+    without_userinfo,
+)
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
 
@@ -54,7 +60,9 @@ from airflow_retrywindow.timing.work import Work
         ("GET https://api.example.test/v1?api_key=sk-live-123 failed", "?api_key=*** failed"),
         ("https://storage.googleapis.com/b/o?X-Goog-Signature=abc&alt=media", "&alt=media"),
         ("https://acct.blob.core.windows.net/c/b?sv=2024&sig=Zm9v%3D&se=2026", "sig=***&se=2026"),
-        ("login with token=abc123&user=etl", "token=abc123&user=etl"),  # not a query: kept
+        # by name, in any syntax: key=value text is no query string, and still masked
+        ("login with token=abc123&user=etl", "login with token=***&user=etl"),
+        ("GET https://host/v1/token: 500 Internal Server Error", "/v1/token: 500 Internal Server"),
     ],
 )
 def test_credentials_are_masked_and_the_rest_stays_readable(text: str, kept: str) -> None:
@@ -202,7 +210,14 @@ def test_the_gate_record_masks_an_observation_source_and_a_registered_value() ->
     assert record["fixtures"] == table.as_dict()["fixtures"]
 
 
-def test_a_rendered_observations_credentials_are_masked_where_airflow_stores_it() -> None:
+def _registered() -> set[str]:
+    """What Airflow's task SDK masker was told to mask, in this process."""
+    from airflow.sdk._shared.secrets_masker import _secrets_masker
+
+    return set(_secrets_masker().patterns)
+
+
+def test_a_rendered_observations_credentials_are_masked_in_the_value_airflow_stores() -> None:
     password = f"{secrets.token_hex(6)}@{secrets.token_hex(6)}/{secrets.token_hex(6)}"
     source = f"https://etl:{password}@jobs.example.com/jobs/42"
     with DAG("rw_rendered_observations", schedule=None, start_date=NOW):
@@ -211,11 +226,61 @@ def test_a_rendered_observations_credentials_are_masked_where_airflow_stores_it(
             targets={"load": Work(timedelta(minutes=5), timedelta(0), safe_repeat=True)},
             deadline=NOW.add(hours=6),
             observations='{"load": {"state": "unknown", "source": "{{ source }}"}}',
+            work_unit={"business_date": "{{ ds }}", "api_token": "{{ token }}"},
         )
         EmptyOperator(task_id="load")
-    gate.render_template_fields({"source": source})  # type: ignore[typeddict-unknown-key]
-    assert password in gate.observations
-    # Airflow keeps the rendered fields and logs through its own masker: it knows them now
-    stored = str(redact(gate.observations, "observations"))
-    assert not [part for part in [password, *re.split("[@/]", password)] if part in stored]
-    assert "***@jobs.example.com/jobs/42" in stored
+    token = secrets.token_hex(12)
+    context = {"source": source, "ds": "2026-03-01", "token": token}
+    gate.render_template_fields(context)  # type: ignore[arg-type]
+    # the rendered value Airflow stores and logs is the masked one
+    kept = f"{gate.observations} {gate.work_unit}"
+    assert not [part for part in [password, token, *re.split("[@/]", password)] if part in kept]
+    assert json.loads(gate.observations)["load"]["source"] == "https://***@jobs.example.com/jobs/42"
+    assert gate.work_unit == {"business_date": "2026-03-01", "api_token": MASK}
+
+
+def test_nothing_a_rendered_field_shows_is_registered_with_airflows_masker() -> None:
+    values = {
+        "password": f"pw{secrets.token_hex(8)}",
+        "sort_key": f"created_{secrets.token_hex(4)}",
+        "code": f"code{secrets.token_hex(4)}",
+        "auth": f"auth{secrets.token_hex(4)}",
+    }
+    text = (
+        f"https://etl:{values['password']}@jobs.example.com/x?sort_key={values['sort_key']}"
+        f"&code={values['code']}&auth={values['auth']}&password={values['password']}"
+    )
+    with DAG("rw_rendered_registration", schedule=None, start_date=NOW):
+        gate = RetryWindowGateOperator(
+            task_id="retry_gate",
+            targets={"load": Work(timedelta(minutes=5), timedelta(0), safe_repeat=True)},
+            deadline=NOW.add(hours=6),
+            observations='{"load": {"state": "unknown", "source": "{{ text }}"}}',
+            work_unit={"note": "{{ text }}", "password": "{{ text }}"},
+        )
+        EmptyOperator(task_id="load")
+    before = _registered()
+    gate.render_template_fields({"text": text})  # type: ignore[arg-type]
+    # no value is masked in every log line of the process because it looked like a credential
+    assert _registered() == before
+    assert redact(text) == text
+    # an ordinary parameter's value stays readable where the gate keeps it
+    assert f"sort_key={values['sort_key']}" in gate.observations
+
+
+def test_a_rendered_value_keeps_its_shape_and_loses_what_credential_keys_hold() -> None:
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "label url")
+    rendered = {
+        "business_date": "2026-03-01",
+        "Delivery-Token": "tok-48151623",
+        "empty_secret": None,
+        "pairs": [Pair("load", "https://etl:pw48151623@h.example.com/x"), ("sig=Zm9vYmFy",)],
+    }
+    assert credentials_masked(rendered) == {
+        "business_date": "2026-03-01",
+        "Delivery-Token": MASK,
+        "empty_secret": None,
+        "pairs": [Pair("load", "https://***@h.example.com/x"), ("sig=***",)],
+    }
