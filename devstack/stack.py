@@ -77,6 +77,8 @@ class AirflowStack:
     :param dags_folder: the DAG bundle folder the services parse.
     :param executor: ``LocalExecutor`` or ``CeleryExecutor``.
     :param extra_env: more ``AIRFLOW__...`` settings (broker URL, ...).
+    :param service_env: per service name, settings for that service alone (its
+        workers too, where it starts them), read when it is (re)started.
     """
 
     home: Path
@@ -84,6 +86,7 @@ class AirflowStack:
     dags_folder: Path = ROOT / "dags"
     executor: str = "LocalExecutor"
     extra_env: dict[str, str] = field(default_factory=dict)
+    service_env: dict[str, dict[str, str]] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -177,7 +180,7 @@ class AirflowStack:
         out = (self.logs / f"{name}.log").open("ab")
         self.processes[name] = subprocess.Popen(
             [str(binary), *SERVICES[name]],
-            env=self.env,
+            env={**self.env, **self.service_env.get(name, {})},
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
