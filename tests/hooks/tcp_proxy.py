@@ -11,7 +11,8 @@ server. Its controls stand in for what a deploy or a load balancer does:
 * :meth:`TcpProxy.bad_gateways` answers the next connections with a 502 in
   HAProxy's default shape, with or without a ``Date``.
 
-Each connection's first request line is kept (:attr:`TcpProxy.requests`); a
+Each connection's first request line is kept (:attr:`TcpProxy.requests`), those
+dropped by a cut included; a
 client opens a new connection after an answer that closes it, so with these
 answers a connection is a request.
 """
@@ -99,13 +100,14 @@ class TcpProxy:
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
-        if self._cutting():
-            _close(client)
-            return
         first = _first_line(client)
         line = first.split(b"\r\n", 1)[0]
         with self._lock:
             self.requests.append((time.time(), line.decode("latin-1")))
+        if self._cutting():  # a request sent during a cut is dropped unanswered
+            _close(client)
+            return
+        with self._lock:
             trigger = self._cut_on
             starts_cut = trigger is not None and line.startswith(trigger[0])
             if starts_cut:
