@@ -115,6 +115,12 @@ class LostTry:
     mismatch: StateMismatch
 
     @property
+    def job_try(self) -> int:
+        """The try whose job a resumable task reads: a try rescheduled at its start ran
+        nothing, so the job is the one its reschedule was decided on, the try before's."""
+        return self.try_number - 1 if self.how == RESCHEDULED else self.try_number
+
+    @property
     def ended_at(self) -> datetime:
         """When the scheduler failed the try: the failure ended then."""
         return self.mismatch.when

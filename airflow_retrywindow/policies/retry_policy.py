@@ -263,7 +263,8 @@ class RetryWindowPolicy(RetryPolicy):
         task = _task_of(context)
         settings = self.settings_of(task)
         ti = context["ti"]
-        job = self._read_job(task, context, previous_try) if resumable(task) else None
+        read_for = lost.job_try if lost is not None else previous_try
+        job = self._read_job(task, context, read_for) if resumable(task) else None
         if lost is not None:
             subject = lost.subject()
         elif job is None:

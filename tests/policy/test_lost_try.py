@@ -85,6 +85,8 @@ def test_a_try_rescheduled_at_its_start_and_failed_by_the_scheduler_is_recognise
     assert found is not None
     assert (found.try_number, found.how, found.failure) == (2, RESCHEDULED, "retryable")
     assert found.ended_at == FAILED_AT
+    # it ran nothing: a resumable job is read for the try its reschedule was decided on
+    assert found.job_try == 1
     assert found.as_dict()["foundState"] == "queued"
     assert "apache/airflow#67287" in found.subject()
 
@@ -95,6 +97,7 @@ def test_a_try_let_start_that_deferred_is_recognised(found_state: str) -> None:
     found = lost_try(handed_over(1), 2, [mismatch(2, found=found_state)], first_of_window=False)
     assert found is not None
     assert (found.how, found.failure) == (DEFERRED, "retryable")
+    assert found.job_try == 2
     # a window's first try needs no decision to start
     assert lost_try(None, 1, [mismatch(1, found=found_state)], first_of_window=True) is not None
 
