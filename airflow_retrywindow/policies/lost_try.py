@@ -13,8 +13,11 @@ Such a try is recognised from what both sides kept:
 
 * Airflow's event log holds a ``state mismatch`` entry for that very try, in
   which the executor reported it ``finished with state success`` while the task
-  instance was already ``scheduled``, ``queued`` or ``running`` again: its
-  process ended cleanly, having handed the try back;
+  instance was already ``scheduled`` or ``queued`` again with the same try
+  number: only a try that handed itself back waits to run again under its own
+  number (a retry is scheduled under the next). A task instance found
+  ``running`` is not taken: the LocalExecutor reports a try whose process was
+  killed the same way;
 * our stored decisions show the try handed back on purpose: the retry-start
   check rescheduled it, or it was let start (a handed-over retry, a check that let
   it run, or its window's first try) and so could defer.
@@ -49,8 +52,10 @@ STATE_MISMATCH = "state mismatch"
 _MISMATCH = re.compile(
     r"finished with state (\w+), but the task instance's state attribute is (\w+)"
 )
-#: the task instance states the scheduler finds after a try handed itself back
-_HANDED_BACK = frozenset({"scheduled", "queued", "running"})
+#: the task instance states the scheduler finds after a try handed itself back: the
+#: same try waits to run again. Not ``running``: the LocalExecutor reports a try whose
+#: task process was killed as finished with state success too, while it still runs
+_HANDED_BACK = frozenset({"scheduled", "queued"})
 #: how the try handed itself back
 DEFERRED = "deferred or rescheduled itself"
 RESCHEDULED = "rescheduled by the retry-start check"
@@ -108,6 +113,12 @@ class LostTry:
     how: str
     failure: str
     mismatch: StateMismatch
+
+    @property
+    def job_try(self) -> int:
+        """The try whose job a resumable task reads: a try rescheduled at its start ran
+        nothing, so the job is the one its reschedule was decided on, the try before's."""
+        return self.try_number - 1 if self.how == RESCHEDULED else self.try_number
 
     @property
     def ended_at(self) -> datetime:

@@ -277,7 +277,8 @@ class RetryWindowPolicy(RetryPolicy):
         settings = self.settings_of(task)
         ti = context["ti"]
         scope = self.scope_of(task, ti)
-        job = self._read_job(task, context, previous_try) if resumable(task) else None
+        read_for = lost.job_try if lost is not None else previous_try
+        job = self._read_job(task, context, read_for) if resumable(task) else None
         if lost is not None:
             subject = lost.subject()
         elif job is None:

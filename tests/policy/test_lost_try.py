@@ -85,16 +85,19 @@ def test_a_try_rescheduled_at_its_start_and_failed_by_the_scheduler_is_recognise
     assert found is not None
     assert (found.try_number, found.how, found.failure) == (2, RESCHEDULED, "retryable")
     assert found.ended_at == FAILED_AT
+    # it ran nothing: a resumable job is read for the try its reschedule was decided on
+    assert found.job_try == 1
     assert found.as_dict()["foundState"] == "queued"
     assert "apache/airflow#67287" in found.subject()
 
 
-@pytest.mark.parametrize("found_state", ["scheduled", "queued", "running"])
+@pytest.mark.parametrize("found_state", ["scheduled", "queued"])
 def test_a_try_let_start_that_deferred_is_recognised(found_state: str) -> None:
     # try 2 started because the policy handed try 1 back; it deferred and was failed
     found = lost_try(handed_over(1), 2, [mismatch(2, found=found_state)], first_of_window=False)
     assert found is not None
     assert (found.how, found.failure) == (DEFERRED, "retryable")
+    assert found.job_try == 2
     # a window's first try needs no decision to start
     assert lost_try(None, 1, [mismatch(1, found=found_state)], first_of_window=True) is not None
 
@@ -108,6 +111,9 @@ def test_a_try_let_start_that_deferred_is_recognised(found_state: str) -> None:
         (handed_over(1), 2, [mismatch(2, executor_state="failed")], False),
         # the task instance was not waiting again
         (handed_over(1), 2, [mismatch(2, found="up_for_retry")], False),
+        # a killed task process is reported finished with success too, while it runs
+        (handed_over(1), 2, [mismatch(2, found="running")], False),
+        (rescheduled(2), 2, [mismatch(2, found="running")], False),
         # a mismatch of another try
         (handed_over(1), 2, [mismatch(1)], False),
         # nothing of ours let try 2 start: it is not ours to excuse
