@@ -54,7 +54,11 @@ SCENARIOS = {
     "fails-then-done": Script((Step(running=1.5, ends=FAILED), Step(running=3))),
     "runs-10s": Script((Step(running=10),)),
     "always-fails": Script((Step(running=1, ends=FAILED),)),
+    # outlives a try given up on, a clear, and the loss of the first try after it
+    "runs-60s": Script((Step(running=60),)),
 }
+#: run by its test, not with the others: a person clears it once its first window ends
+CLEARED_DAG = "rw_resumable_cleared"
 
 
 @dataclass(frozen=True)
@@ -113,9 +117,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "1",
         "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
         # every run of the module at once
-        "AIRFLOW__CORE__PARALLELISM": str(len(CASES) + 1),
+        "AIRFLOW__CORE__PARALLELISM": str(len(CASES) + 2),
     }
-    dag_ids = [case.dag_id for case in CASES]
+    dag_ids = [case.dag_id for case in CASES] + [CLEARED_DAG]
     with sqlite_stack(home, SERVICES, dag_ids, dags_folder=dags, extra_env=settings) as running:
         yield running
 
@@ -324,3 +328,35 @@ def test_a_failed_job_with_no_time_left_is_not_repeated(
     # an ordinary failure is decided without reading the job again
     assert latest.get("reconciliation") is None
     assert latest_evidence(stack, run) == latest
+
+
+def test_the_first_try_after_a_clear_reconnects_and_its_lost_worker_is_decided_on_the_job(
+    stack: AirflowStack, service: JobService
+) -> None:
+    """Try 1 gives up on its job (terminal) while it runs; a person clears the task; try 2,
+    the first of the new window, reconnects to the job and its worker is lost; try 3 is
+    decided on the job, not refused as a try that may have submitted an unkept job."""
+    run = Run(CLEARED_DAG, f"manual__{CLEARED_DAG}")
+    conf = {
+        "job_service": service.url,
+        "scenario": "runs-60s",
+        "faults": {"1": "terminal-during-poll", "2": KILL_DURING_POLL},
+        "deadline_in": HOUR,
+    }
+    stack.api(
+        "POST",
+        f"/api/v2/dags/{CLEARED_DAG}/dagRuns",
+        {"dag_run_id": run.run_id, "logical_date": "2026-11-01T00:00:00Z", "conf": conf},
+    )
+    assert finished(stack, run) == "failed"
+    assert decision_of(decisions(stack, run)[-1]) == "repair-cause"
+    stack.clear(run.dag_id, run.run_id, [TASK_ID])
+    assert stack.wait_for_clear(run.dag_id, run.run_id, cleared=1, timeout=RUN_TIMEOUT) == (
+        "success"
+    )
+    assert len(service.submissions(run.key)) == 1  # reconnected twice, never resubmitted
+    assert task_instance(stack, run) == ("success", 3)
+    decided = decisions(stack, run)[-1]
+    assert (decided["tryNumber"], decided["check"], decided["action"]) == (3, "retry-start", "run")
+    assert decision_of(decided) in ("observe-running", "validate-output")
+    assert decided["reconciliation"]["externalId"] == stored(stack, run, JOB_ID_KEY)

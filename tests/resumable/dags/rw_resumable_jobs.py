@@ -25,6 +25,7 @@ DAGS: dict[str, bool | None] = {
     "rw_resumable_lost_then_failed_unsafe": False,
     "rw_resumable_lost_before_id": True,
     "rw_resumable_deadline": True,
+    "rw_resumable_cleared": True,
     "rw_plain_killed_running": None,
     "rw_plain_lost_then_failed": None,
     "rw_plain_lost_before_id": None,

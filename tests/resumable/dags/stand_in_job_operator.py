@@ -12,6 +12,9 @@ conf:
   worker is lost while the job runs. ``"kill-after-submit"``: it is SIGKILLed
   right after the service accepted the job and before the mixin stores the job's
   id (the window the mixin documents as its known limitation).
+  ``"terminal-during-poll"``: the first poll that sees its job active raises
+  ``TerminalFailure``, so the try fails for good while its job runs on;
+* ``faults``: the same per try number, e.g. ``{"2": "kill-during-poll"}``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from airflow.sdk import BaseOperator, ResumableJobMixin
 
 KILL_DURING_POLL = "kill-during-poll"
 KILL_AFTER_SUBMIT = "kill-after-submit"
+TERMINAL_DURING_POLL = "terminal-during-poll"
 NOT_FOUND = "not_found"
 
 
@@ -96,6 +100,10 @@ class StandInJobOperator(ResumableJobMixin, BaseOperator):
                 raise StandInJobFailed(f"stand-in job {external_id} ended {status}")
             if self._fault(context) == KILL_DURING_POLL:
                 self._die(f"job {external_id} is {status}")
+            if self._fault(context) == TERMINAL_DURING_POLL:
+                from airflow_retrywindow import TerminalFailure
+
+                raise TerminalFailure(f"given up on job {external_id} while it is {status}")
             time.sleep(self.poll_interval)
 
     def get_job_result(self, external_id: Any, context: Any) -> Any:
@@ -103,10 +111,11 @@ class StandInJobOperator(ResumableJobMixin, BaseOperator):
 
     @staticmethod
     def _fault(context: Any) -> str | None:
-        """The fault to inject now: only try 1 has one."""
-        if int(context["ti"].try_number) != 1:
-            return None
-        fault = _conf(context).get("fault")
+        """The fault to inject now: ``faults`` names it per try, ``fault`` for try 1."""
+        conf, try_number = _conf(context), int(context["ti"].try_number)
+        fault = dict(conf.get("faults") or {}).get(str(try_number))
+        if fault is None and try_number == 1:
+            fault = conf.get("fault")
         return str(fault) if fault else None
 
     def _die(self, why: str) -> None:
