@@ -244,3 +244,16 @@ def test_stored_text_is_masked_whatever_hide_sensitive_var_conn_fields_says() ->
     # Airflow's masker shows the value when told not to hide it; what we store never does
     assert "Zq4815162342" in hidden_by_airflow
     assert stored == "host=db password=***"
+
+
+def test_without_airflows_list_nothing_of_the_text_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_retrywindow import credential_names
+    from airflow_retrywindow.redaction import describe_exception
+
+    def unreadable() -> frozenset[str]:
+        raise credential_names.CredentialNamesError("Airflow's DEFAULT_SENSITIVE_FIELDS not found")
+
+    monkeypatch.setattr(credential_names, "_airflow_defaults", unreadable)
+    assert without_credentials("host=db password=Zq4815162342 dbname=wh") == MASK
+    failure = ConnectionError("password=Zq4815162342")
+    assert describe_exception(failure) == f"ConnectionError: {MASK}"
