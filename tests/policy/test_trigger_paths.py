@@ -35,6 +35,8 @@ SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 DAG_ID = "rw_trigger_failed_event"
 #: its trigger fires 0.5 s after the deferral
 FAST_DAG_ID = "rw_trigger_fires_fast"
+#: how the scheduler's state mismatch for a try that handed itself back begins its state
+HANDED_BACK = "finished with state success, but the task instance's state attribute is "
 TASK_ID = "watch_job"
 EVIDENCE_KEY = "retry_window.evidence"
 HOUR = 3600
@@ -206,10 +208,12 @@ def test_a_trigger_that_fires_within_2_s_is_decided_whether_or_not_the_scheduler
         row[0]
         for row in stack.rows(
             "select try_number from log where dag_id=:d and run_id=:r and task_id=:t"
-            " and event='state mismatch' and extra like '%finished with state success%'",
+            " and event='state mismatch' and (extra like :queued or extra like :scheduled)",
             d=FAST_DAG_ID,
             r=run.run_id,
             t=TASK_ID,
+            queued=f"%{HANDED_BACK}queued%",
+            scheduled=f"%{HANDED_BACK}scheduled%",
         )
     )
     print(f"tries {tries}; failed by the scheduler's race: {lost_by_airflow}")
@@ -220,14 +224,15 @@ def test_a_trigger_that_fires_within_2_s_is_decided_whether_or_not_the_scheduler
         assert entry["result"]["tasks"][0]["decision"] in ("wait-backoff", "retry-eligible")
         assert entry["action"] in ("retry", "run"), entry["reason"]
         assert "ended without a retry decision" not in entry["reason"]
-    # a try lost to the race is recognised as such, by the next try's start
+    # a try lost to the race is recognised by the next try's start, when one starts (the
+    # try the scheduler failed may still end itself: its second start ran on)
     recognised = sorted(e["lostTry"]["tryNumber"] for e in decided if "lostTry" in e)
-    assert recognised == lost_by_airflow
+    assert recognised == [lost for lost in lost_by_airflow if lost < tries]
     for entry in decided:
         if "lostTry" in entry:
             assert (entry["check"], entry["failure"]) == ("retry-start", "retryable")
             assert entry["tryNumber"] == entry["lostTry"]["tryNumber"] + 1
-            assert entry["lostTry"]["foundState"] in ("scheduled", "queued", "running")
+            assert entry["lostTry"]["foundState"] in ("scheduled", "queued")
     if not lost_by_airflow:
         # no race: the worker failed try 1 and the policy decided its retry
         assert [(e["tryNumber"], e["check"]) for e in decided] == [(1, "retry-policy")]

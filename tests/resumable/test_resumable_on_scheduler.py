@@ -43,6 +43,8 @@ HEARTBEAT_TIMEOUT = 15
 TASK_ID = "job"
 JOB_ID_KEY = "stand_in_job_id"
 RUN_TIMEOUT = 240
+#: how the scheduler's state mismatch for a try that handed itself back begins its state
+HANDED_BACK = "finished with state success, but the task instance's state attribute is "
 KILL_DURING_POLL = "kill-during-poll"
 KILL_AFTER_SUBMIT = "kill-after-submit"
 
@@ -78,6 +80,8 @@ CASES = (
     Case("rw_resumable_lost_before_id", "runs-10s", KILL_AFTER_SUBMIT),
     # one attempt takes 65 s with its validation: a retry cannot end before the deadline
     Case("rw_resumable_deadline", "always-fails", deadline_in=30),
+    # its try is rescheduled to the end of a 2 s backoff: Airflow 3.3.2's scheduler may fail it
+    Case("rw_resumable_short_backoff", "fails-then-done", KILL_DURING_POLL),
     Case("rw_plain_killed_running", "runs-40s", KILL_DURING_POLL),
     Case("rw_plain_lost_then_failed", "fails-then-done", KILL_DURING_POLL),
     Case("rw_plain_lost_before_id", "runs-10s", KILL_AFTER_SUBMIT),
@@ -360,3 +364,49 @@ def test_the_first_try_after_a_clear_reconnects_and_its_lost_worker_is_decided_o
     assert (decided["tryNumber"], decided["check"], decided["action"]) == (3, "retry-start", "run")
     assert decision_of(decided) in ("observe-running", "validate-output")
     assert decided["reconciliation"]["externalId"] == stored(stack, run, JOB_ID_KEY)
+
+
+def test_a_reschedule_after_a_short_backoff_is_decided_whether_or_not_the_scheduler_races(
+    stack: AirflowStack, service: JobService, runs: dict[str, Run]
+) -> None:
+    run = runs["rw_resumable_short_backoff"]
+    assert finished(stack, run) == "success"
+    # the failed job is repeated once, whichever try ran the repeat
+    submitted = service.submissions(run.key)
+    assert len(submitted) == 2
+    state, tries = task_instance(stack, run)
+    assert state == "success"
+    # the tries Airflow's scheduler failed by its race after they handed themselves back
+    lost_by_airflow = sorted(
+        row[0]
+        for row in stack.rows(
+            "select try_number from log where dag_id=:d and run_id=:r and task_id=:t"
+            " and event='state mismatch' and (extra like :queued or extra like :scheduled)",
+            d=run.dag_id,
+            r=run.run_id,
+            t=TASK_ID,
+            queued=f"%{HANDED_BACK}queued%",
+            scheduled=f"%{HANDED_BACK}scheduled%",
+        )
+    )
+    print(f"tries {tries}; failed by the scheduler's race: {lost_by_airflow}")
+    kept = decisions(stack, run)
+    # try 2's start found the failed job and rescheduled the try to the end of the backoff
+    assert (kept[0]["tryNumber"], kept[0]["action"]) == (2, "reschedule")
+    assert decision_of(kept[0]) == "wait-backoff"
+    # on either branch every decision is the model's, at a try's start, on the job it read
+    for entry in kept:
+        assert entry["check"] == "retry-start"
+        assert decision_of(entry) in ("wait-backoff", "retry-eligible"), entry["reason"]
+        assert entry["action"] in ("reschedule", "run")
+        assert entry["reconciliation"]["outcome"] == "failed"
+    assert (decision_of(kept[-1]), kept[-1]["action"]) == ("retry-eligible", "run")
+    # a try lost to the race is recognised by the next try's start, when one starts (the
+    # try the scheduler failed may still end itself: its second start ran on)
+    recognised = sorted(e["lostTry"]["tryNumber"] for e in kept if "lostTry" in e)
+    assert recognised == [lost for lost in lost_by_airflow if lost < tries]
+    for entry in kept:
+        if "lostTry" in entry:
+            assert entry["lostTry"]["how"] == "rescheduled by the retry-start check"
+            assert entry["tryNumber"] == entry["lostTry"]["tryNumber"] + 1
+    assert latest_evidence(stack, run) == kept[-1]
