@@ -4,9 +4,10 @@ The read of a resumable job's status runs in a thread with a timeout
 (:mod:`~airflow_retrywindow.policies.reconcile`). A Python thread cannot be stopped:
 after a timeout it is abandoned and runs on. So it is handed only its own objects:
 
-* a deep copy of the operator whose hooks are left out (``None``: an operator such
-  as BigQuery's builds a new one when it needs it), so neither the operator nor its
-  hook's clients and caches are shared with the try;
+* a deep copy of the operator whose hooks, and attributes that cannot be copied
+  (a job object holding a client), are left out (``None``: an operator such as
+  BigQuery's builds a new hook when it needs one, and keeps the job it reads), so
+  neither the operator nor its hook's clients and caches are shared with the try;
 * a read-only view of the task context: its mapping cannot be changed, the task
   is the copy, the task state store answers ``get`` and drops writes, and the task
   instance answers its attributes and ``xcom_pull`` and drops ``xcom_push`` (the
@@ -28,7 +29,11 @@ _SHARED = ("dag", "_dag", "task_group", "_task_group", "_log", "retry_policy")
 
 
 def detached_copy(task: Any) -> Any:
-    """A deep copy of ``task`` without its hooks, sharing only what describes the task."""
+    """A deep copy of ``task`` without its hooks, sharing only what describes the task.
+
+    An attribute that cannot be copied (BigQuery's ``_job`` holds a client, which
+    refuses to be) is left out of the copy, as a hook is: never shared.
+    """
     from airflow.sdk import BaseHook
 
     memo: dict[int, Any] = {}
@@ -37,6 +42,13 @@ def detached_copy(task: Any) -> Any:
             memo[id(value)] = None  # the copy builds its own when it needs one
         elif name in _SHARED and value is not None:
             memo[id(value)] = value
+    for name, value in vars(task).items():
+        if id(value) in memo or name in getattr(task, "shallow_copy_attrs", ()):
+            continue
+        try:
+            copy.deepcopy(value, memo)  # kept in memo: the copy below reuses it
+        except Exception:
+            memo[id(value)] = None
     return copy.deepcopy(task, memo)
 
 

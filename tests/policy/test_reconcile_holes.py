@@ -244,3 +244,21 @@ def test_a_job_stored_in_another_window_is_not_this_windows() -> None:
     assert "no record" in str(first.differs(None))
     assert first.same_work(replace(first, window=4)) is None
     assert "map index 2" in str(first.differs(replace(first, map_index=2)))
+
+
+class _Uncopyable:
+    """What a client library's job object is to a copy: it refuses to be pickled."""
+
+    def __reduce_ex__(self, protocol: object) -> Any:
+        raise TypeError("Pickling client objects is explicitly not supported")
+
+
+def test_an_operator_holding_what_cannot_be_copied_is_still_read() -> None:
+    jobs, store = Jobs(), Store()
+    task = job_operator(jobs, policy())
+    lost_after_submit(task, store)
+    task._job = job = _Uncopyable()  # BigQuery's operator keeps the job it submitted
+    start(task, store, 2)
+    entry = latest(store)
+    assert (decision(entry), entry["reconciliation"]["outcome"]) == ("observe-running", "active")
+    assert task._job is job

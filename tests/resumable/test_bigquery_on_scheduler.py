@@ -378,6 +378,15 @@ def ended(stack: AirflowStack, run: Run, state: str, tries: int) -> None:
     assert seen == (state, state, tries), f"{run.dag_id}: {seen}\n{task_logs(stack, run)}"
 
 
+def first_try_marker(stack: AirflowStack, run: Run) -> dict[str, Any]:
+    """Try 1's start marker, its work scope checked and left out: the run and window 1."""
+    marker = dict(stored(stack, run, TRY_START_KEY))
+    scope = marker.pop("scope")
+    assert (scope["runId"], scope["window"], scope["taskId"]) == (run.run_id, 1, "query")
+    assert scope["dagVersion"]  # Airflow runs every try under a DAG version
+    return marker
+
+
 def test_a_worker_lost_while_the_job_runs_reconnects(
     stack: AirflowStack, standin: BigQueryStandIn, runs: dict[str, Run]
 ) -> None:
@@ -462,10 +471,11 @@ def test_a_worker_lost_before_the_job_id_was_stored_is_refused(
     # BigQuery accepted the job, but its id never reached the task state store
     assert stored(stack, run, JOB_ID_KEY) is None
     # try 1 started with no id and was to submit; the refused try 2 keeps no marker
-    assert stored(stack, run, TRY_START_KEY) == {
+    assert first_try_marker(stack, run) == {
         "tryNumber": 1,
         "externalId": None,
         "expects": "submit",
+        "jobScope": None,
     }
     kept = decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [2]
@@ -606,10 +616,11 @@ def test_a_deferrable_job_is_polled_by_the_trigger_and_keeps_no_id(
     assert len(polls) >= 3
     assert {api for _, api, _ in polls} == {"jobs"}
     assert stored(stack, run, JOB_ID_KEY) is None
-    assert stored(stack, run, TRY_START_KEY) == {
+    assert first_try_marker(stack, run) == {
         "tryNumber": 1,
         "externalId": None,
         "expects": "submit",
+        "jobScope": None,
     }
     assert stored(stack, run, EVIDENCE_KEY) is None  # nothing failed, nothing decided
 
