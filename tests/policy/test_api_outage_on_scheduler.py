@@ -13,11 +13,15 @@ the gate's REST connection. Nothing else changes in the stack.
   that says how many tries were made, over how long.
 * A gate whose first two REST requests are answered 502 (HAProxy's page without a
   Date, then one with it) decides, and its record shows the reads tried again.
+* A gate whose API is cut for longer than it rides out (Airflow's 5 tries, within
+  its ``gate_timeout``, 20 s here) fails closed, saying how many tries it made over
+  how long; its guarded task never runs.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,10 +36,12 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 DAGS = Path(__file__).with_name("outage_dags")
 SERVICES = ("api-server", "scheduler", "dag-processor")
-DAG_IDS = ("rw_outage_blip", "rw_outage_long", "rw_outage_gate")
+DAG_IDS = ("rw_outage_blip", "rw_outage_long", "rw_outage_gate", "rw_outage_gate_long")
 EVIDENCE_KEY = "retry_window.evidence"
 #: the policy's bound on its reads of Airflow, every try and wait included
 CLOCK_READ_LIMIT = 6.0
+#: the gates' bound on one whole decision, every read and try included
+GATE_TIMEOUT = 20.0
 #: the clock read that starts a cut: the policy's GET of the execution API's root
 CLOCK_READ = "GET /execution/ "
 RUN_TIMEOUT = 150
@@ -43,15 +49,16 @@ HOUR = 3600
 
 
 class Proxies:
-    """The stack's two proxies: the execution API's and the gate's REST connection's."""
+    """The stack's proxies: the execution API's and each gate's REST connection's."""
 
     def __init__(self, upstream: int) -> None:
         self.execution = TcpProxy(upstream)
         self.rest = TcpProxy(upstream)
+        self.rest_long = TcpProxy(upstream)
 
     def close(self) -> None:
-        self.execution.close()
-        self.rest.close()
+        for each in (self.execution, self.rest, self.rest_long):
+            each.close()
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +76,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory, proxies: Proxies) -> Iterato
     home = tmp_path_factory.mktemp("api-outage")
     dags = home / "dags"
     shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__"))
-    gate_connection = {
-        "conn_type": "http",
-        "host": proxies.rest.url,
-        "login": ADMIN[0],
-        "password": ADMIN[1],
-    }
+
+    def connection(through: TcpProxy) -> str:
+        fields = {"conn_type": "http", "host": through.url, "login": ADMIN[0]}
+        return json.dumps({**fields, "password": ADMIN[1]})
+
     settings = {
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{proxies.execution.url}/execution/",
-        "AIRFLOW_CONN_RW_OUTAGE_API": json.dumps(gate_connection),
+        "AIRFLOW_CONN_RW_OUTAGE_API": connection(proxies.rest),
+        "AIRFLOW_CONN_RW_OUTAGE_API_LONG": connection(proxies.rest_long),
         "AIRFLOW__RETRY_WINDOW__CLOCK_READ_LIMIT": str(CLOCK_READ_LIMIT),
+        "AIRFLOW__RETRY_WINDOW__GATE_TIMEOUT": str(GATE_TIMEOUT),
     }
     running = AirflowStack(
         home=home,
@@ -195,3 +203,31 @@ def test_a_gate_rides_out_502s_with_and_without_a_date_and_records_them(
     # pools: the later ones share the third connection) and the two tries again
     assert record["requests"] == 3 + 2
     assert [row["decision"] for row in record["decisions"]] == ["not-attempted"]
+
+
+def gate_log_lines(stack: AirflowStack, dag_id: str) -> list[str]:
+    """Every line of the gate's task logs in ``dag_id`` (JSON lines, as Airflow writes them)."""
+    found = []
+    for path in sorted((stack.home / "logs").glob(f"dag_id={dag_id}/**/task_id=gate/**/*.log")):
+        found.extend(path.read_text(errors="replace").splitlines())
+    return found
+
+
+def test_a_gate_cut_off_longer_than_it_rides_out_fails_closed_saying_how_many_tries(
+    stack: AirflowStack, proxies: Proxies
+) -> None:
+    proxies.rest_long.cut(GATE_TIMEOUT * 3)
+    run_id, counter = run(stack, "rw_outage_gate_long", "gate-long")
+    states = stack.task_states("rw_outage_gate_long", run_id)
+    assert states["gate"] == ("failed", 1)
+    assert states["load"][0] == "upstream_failed"
+    assert body_runs(counter) == []
+    tries = len(proxies.rest_long.requests)
+    assert tries >= 3, "the gate never tried its API"
+    said = [line for line in gate_log_lines(stack, "rw_outage_gate_long") if "tries over" in line]
+    assert said, "the gate's failure does not say how many tries it made"
+    match = re.search(r"after (\d+) tries over ([\d.]+) s", said[-1])
+    assert match is not None
+    # the tries ([workers] execution_api_retries, 5) ran out within the gate's timeout
+    assert int(match[1]) == tries == 5
+    assert 4 <= float(match[2]) < GATE_TIMEOUT

@@ -3,7 +3,8 @@
 ``rw_outage_blip`` and ``rw_outage_long``: try 1 fails at once; the retry policy
 then reads the API server's clock, which is when the proxy starts its cut.
 ``rw_outage_gate``: a gate reads its run through a REST connection whose proxy
-answers the first requests with 502. Every body appends one line to
+answers the first requests with 502; ``rw_outage_gate_long`` through one whose
+proxy is cut for longer than the gate's ``gate_timeout``. Every body appends one line to
 ``conf["counter"]``, so a test counts how often the task's own code ran.
 """
 
@@ -18,8 +19,9 @@ from airflow.sdk import DAG, task
 from airflow_retrywindow import Deadline, RetryWindowGateOperator, RetryWindowPolicy
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-#: the gate's REST connection, through the proxy (set by the test's environment)
+#: the gates' REST connections, each through its proxy (set by the test's environment)
 GATE_CONNECTION = "rw_outage_api"
+LONG_OUTAGE_CONNECTION = "rw_outage_api_long"
 
 
 def _deadline(context):  # type: ignore[no-untyped-def]
@@ -55,18 +57,22 @@ for dag_id in ("rw_outage_blip", "rw_outage_long"):
 
         load()
 
-with DAG("rw_outage_gate", schedule=None, start_date=START, catchup=False):
-    gate = RetryWindowGateOperator(
-        task_id="gate",
-        targets={"load": None},  # the policy's estimates
-        deadline=Deadline.computed(_deadline),
-        guard=["load"],
-        airflow_conn_id=GATE_CONNECTION,
-    )
+for dag_id, conn_id in (
+    ("rw_outage_gate", GATE_CONNECTION),
+    ("rw_outage_gate_long", LONG_OUTAGE_CONNECTION),
+):
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False):
+        gate = RetryWindowGateOperator(
+            task_id="gate",
+            targets={"load": None},  # the policy's estimates
+            deadline=Deadline.computed(_deadline),
+            guard=["load"],
+            airflow_conn_id=conn_id,
+        )
 
-    @task(retries=2, retry_delay=timedelta(seconds=1), retry_policy=_policy())
-    def load(**context: Any) -> str:
-        _count(context)
-        return "loaded"
+        @task(retries=2, retry_delay=timedelta(seconds=1), retry_policy=_policy())
+        def load(**context: Any) -> str:
+            _count(context)
+            return "loaded"
 
-    gate >> load()
+        gate >> load()
