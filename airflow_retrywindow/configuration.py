@@ -57,9 +57,9 @@ SERVER_CLOCK_TIMEOUT = 5.0
 MAX_API_RETRIES = 100
 #: the longest wait between two tries of a read, in seconds
 MAX_API_RETRY_WAIT = 600.0
-#: how long the retry policy and the retry-start check may spend reading Airflow
-#: (every try and wait), in seconds: below what the supervisor's heartbeat tolerates
-DEFAULT_CLOCK_READ_LIMIT = 9.0
+#: by default the retry policy and the retry-start check stop reading Airflow this many
+#: seconds before the supervisor's heartbeat would kill the try (9 s of Airflow's 10 s)
+CLOCK_READ_MARGIN = 1.0
 #: a deferrable sensor sleeps a wait shorter than this in the worker while Airflow's
 #: scheduler race is open (:mod:`airflow_retrywindow.scheduler_race`)
 DEFAULT_SENSOR_SHORT_WAIT = 10.0
@@ -198,12 +198,13 @@ OPTIONS: dict[str, dict[str, Any]] = {
             tries they made. It must stay below what the task's supervisor tolerates of
             an unreachable API server: (``[workers] max_failed_heartbeats`` - 1) x
             ``[workers] min_heartbeat_interval`` (10 s by default), or the supervisor
-            kills the try before its decision is recorded."""
+            kills the try before its decision is recorded. Empty: 1 s below that (9 s
+            by default)."""
         ),
         "version_added": None,
         "type": "float",
         "example": "6",
-        "default": f"{DEFAULT_CLOCK_READ_LIMIT:g}",
+        "default": "",
     },
     "sensor_short_wait": {
         "description": _described(
@@ -491,11 +492,12 @@ def heartbeat_tolerance() -> float:
 @reads("clock_read_limit")
 def clock_read_limit() -> float:
     """Seconds the retry policy and the retry-start check may spend reading Airflow
-    (``[retry_window] clock_read_limit``), below :func:`heartbeat_tolerance`."""
+    (``[retry_window] clock_read_limit``; empty: :data:`CLOCK_READ_MARGIN` less than
+    :func:`heartbeat_tolerance`), always below that tolerance."""
     tolerance = heartbeat_tolerance()
     value = _raw("clock_read_limit")
     try:
-        seconds = float(value)
+        seconds = float(value) if value else tolerance - CLOCK_READ_MARGIN
     except ValueError:
         seconds = math.nan
     if not (math.isfinite(seconds) and 0 < seconds < tolerance):
@@ -504,7 +506,8 @@ def clock_read_limit() -> float:
             value,
             f"a number of seconds more than 0 and below {tolerance:g}, what the supervisor "
             "tolerates of an unreachable API server ((max_failed_heartbeats - 1) x "
-            "min_heartbeat_interval of [workers]), or it kills the try undecided",
+            "min_heartbeat_interval of [workers]), or it kills the try undecided; raise "
+            "those two if no limit fits",
         )
     return seconds
 

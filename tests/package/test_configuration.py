@@ -251,6 +251,15 @@ def test_the_clock_read_limit_stays_below_the_supervisors_heartbeat_tolerance(
     monkeypatch.setenv("AIRFLOW__WORKERS__MAX_FAILED_HEARTBEATS", "2")
     with pytest.raises(ValueError, match=r"clock_read_limit = '19.5' .* below 5"):
         configuration.clock_read_limit()
+    # left empty, it follows the heartbeat: 1 s below what the supervisor tolerates
+    monkeypatch.delenv(env("clock_read_limit"))
+    assert configuration.clock_read_limit() == 4.0
+    monkeypatch.setenv("AIRFLOW__WORKERS__MAX_FAILED_HEARTBEATS", "3")
+    monkeypatch.setenv("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "2")
+    assert configuration.clock_read_limit() == 3.0
+    monkeypatch.setenv("AIRFLOW__WORKERS__MAX_FAILED_HEARTBEATS", "1")
+    with pytest.raises(ValueError, match=r"clock_read_limit = '' .* raise those two"):
+        configuration.clock_read_limit()
 
 
 def test_the_sensor_short_wait_comes_from_the_section_where_the_race_is_open(
