@@ -31,7 +31,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timezone
 from typing import TypeVar
@@ -135,7 +135,9 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
-def _tls_failure(error: BaseException) -> bool:
+def causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and every exception it wraps, each once: urllib3 and the REST client
+    wrap the cause (``MaxRetryError(reason=SSLError(SSLCertVerificationError))``)."""
     seen: set[int] = set()
     pending: list[BaseException] = [error]
     while pending:
@@ -143,12 +145,18 @@ def _tls_failure(error: BaseException) -> bool:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, ssl.SSLError) or type(current).__name__ == "SSLError":
-            return True
-        # urllib3 wraps the cause: MaxRetryError(reason=SSLError(...))
+        yield current
         linked = (current.__cause__, current.__context__, getattr(current, "reason", None))
-        pending.extend(item for item in linked if isinstance(item, BaseException))
-    return False
+        pending.extend(item for item in (*linked, *current.args) if isinstance(item, BaseException))
+
+
+def tls_error(error: BaseException) -> bool:
+    """Whether ``error`` is an SSL error of the standard library or of a client library."""
+    return isinstance(error, ssl.SSLError) or type(error).__name__ == "SSLError"
+
+
+def _tls_failure(error: BaseException) -> bool:
+    return any(tls_error(cause) for cause in causes(error))
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:

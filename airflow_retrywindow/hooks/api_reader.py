@@ -78,7 +78,14 @@ from airflow_retrywindow.configuration import (
     checked_timeout,
 )
 from airflow_retrywindow.exceptions import AirflowApiError, ClockError
-from airflow_retrywindow.read_retry import ErrorAnswer, ReadRetry, ReadTally, retried_status
+from airflow_retrywindow.read_retry import (
+    ErrorAnswer,
+    ReadRetry,
+    ReadTally,
+    causes,
+    retried_status,
+    tls_error,
+)
 from airflow_retrywindow.redaction import safe_text, without_userinfo
 from airflow_retrywindow.timing.skew import ClockOffset, server_date
 from airflow_retrywindow.timing.time_limit import TimeLimit
@@ -958,21 +965,9 @@ def _short(text: str | None, limit: int = 300) -> str:
 
 def _tls_hint(error: BaseException) -> str:
     """What to do when TLS stopped a request, or nothing."""
-    verify_failed = handshake_failed = False
-    seen: set[int] = set()
-    pending: list[BaseException] = [error]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, ssl.SSLCertVerificationError):
-            verify_failed = True
-        elif isinstance(current, ssl.SSLError) or type(current).__name__ == "SSLError":
-            handshake_failed = True
-        # urllib3 wraps the cause: MaxRetryError(reason=SSLError(SSLCertVerificationError))
-        linked = (current.__cause__, current.__context__, getattr(current, "reason", None))
-        pending.extend(item for item in (*linked, *current.args) if isinstance(item, BaseException))
+    found = list(causes(error))
+    verify_failed = any(isinstance(cause, ssl.SSLCertVerificationError) for cause in found)
+    handshake_failed = any(tls_error(cause) for cause in found)
     if verify_failed:
         return (
             "; the server's TLS certificate could not be verified: set the connection's extra "
