@@ -103,7 +103,13 @@ RECONCILED = Work.override(
 )
 
 
-def gated(duration: int, validation: int, *, safe_repeat: bool = True) -> RetryWindowPolicy:
+def gated(
+    duration: int,
+    validation: int,
+    *,
+    safe_repeat: bool = True,
+    failed_statuses: tuple[str, ...] = (),
+) -> RetryWindowPolicy:
     """The retry window policy every task of this DAG uses."""
     return RetryWindowPolicy(
         deadline=DEADLINE,
@@ -112,6 +118,7 @@ def gated(duration: int, validation: int, *, safe_repeat: bool = True) -> RetryW
         safe_repeat=safe_repeat,
         unknown=[TimeoutError],
         terminal=[PermissionError],
+        failed_statuses=failed_statuses,
     )
 
 
@@ -398,7 +405,8 @@ with DAG(
     load = StandInLoadOperator(
         task_id="load",
         lose_worker_on_try=1,
-        retry_policy=gated(35, 5, safe_repeat=False),
+        # the stand-in service's own word for a failed job: only declared words confirm one
+        retry_policy=gated(35, 5, safe_repeat=False, failed_statuses=(FAILED,)),
         retries=3,
         retry_delay=timedelta(seconds=10),
         retry_exponential_backoff=2,
