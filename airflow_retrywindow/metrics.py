@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
-from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.redaction import describe_exception
+from airflow_retrywindow.verdicts import refusing
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,8 @@ SENSOR = "sensor"
 _WORD = re.compile(r"[a-z][a-z0-9-]{0,39}")
 #: stands in for anything that is not such a word, so a name never carries free text
 OTHER = "other"
-#: decisions after which no attempt may start
-_REFUSING = frozenset(decision.value for decision in Decision if not decision.allows_retry)
+#: verdicts after which no attempt may start (the verdicts table says which)
+_REFUSING = refusing()
 
 Method = TypeVar("Method", bound=Callable[..., Any])
 

@@ -43,8 +43,8 @@ import pendulum
 
 from airflow_retrywindow.gate.observe import OBSERVATIONS
 from airflow_retrywindow.gate.read import UNMAPPED
-from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.redaction import safe_text
+from airflow_retrywindow.verdicts import overridable, standing
 
 if TYPE_CHECKING:
     from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
@@ -61,28 +61,11 @@ ANSWERED = "success"
 #: the most characters of a reason kept in the record
 MAX_REASON_TEXT = 500
 
-#: the model's refusals a person may override: the model cannot know what they know
-OVERRIDABLE = frozenset(
-    {
-        Decision.ATTEMPTS_EXHAUSTED.value,
-        Decision.RECONCILE_EFFECTS.value,
-        Decision.DEADLINE_INFEASIBLE.value,
-        Decision.REPAIR_CAUSE.value,
-        Decision.VALIDATE_OUTPUT.value,
-    }
-)
-#: the model's answers that stand whatever a person answers, and why
-STANDING = {
-    Decision.REFRESH_OBSERVATION.value: (
-        "the observation is too old to decide on; refresh it and run the gate again"
-    ),
-    Decision.OBSERVE_RUNNING.value: "a try is running now, and a repeat would run beside it",
-    Decision.RECONCILE_REMOTE.value: (
-        "the outcome of the last try is unknown; reconcile it and give the gate an observation, "
-        "since an approval does not say what happened"
-    ),
-    Decision.WAIT_BACKOFF.value: "a backoff is a wait, not a refusal; wait for it to end",
-}
+#: the verdicts a person may override: the model cannot know what they know (the
+#: verdicts table, :mod:`airflow_retrywindow.verdicts`, says which)
+OVERRIDABLE = overridable()
+#: the verdicts that stand whatever a person answers, and why
+STANDING = standing()
 #: the words for an override, wherever one is shown
 OVERRIDDEN_BY = "refused by the model, overridden by {user}"
 

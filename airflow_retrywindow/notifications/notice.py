@@ -56,6 +56,7 @@ from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import moment
 from airflow_retrywindow.timing.status import status_update
+from airflow_retrywindow.verdicts import entry_of, verdict
 
 #: how real times are written in a notification: dated, UTC
 _UTC = "YYYY-MM-DD HH:mm:ss[Z]"
@@ -207,9 +208,10 @@ def _outcome(
     if action == "retry":
         if job is not None and job.allows:
             return f"retry allowed: the next try {job.does()}"
-        if decision == Decision.WAIT_BACKOFF.value:
-            return "retry allowed: Airflow starts the next try once the backoff has passed"
-        return "retry allowed: Airflow starts the next try now"
+        found = verdict(decision)
+        if found is None or not found.next_try:  # the model allowed a retry: it starts now
+            found = entry_of(Decision.RETRY_ELIGIBLE)
+        return f"retry allowed: {found.next_try}"
     if action == RUN:  # decided when the try started
         return f"try runs: it {job.does()}" if job else "try runs: the retry-start check let it"
     if action == RESCHEDULE:

@@ -28,10 +28,12 @@ from airflow_retrywindow.plugins.decision_rows import (
 from airflow_retrywindow.plugins.run_summary import MAX_PAGE_ROWS, Paging, TaskSummary
 from airflow_retrywindow.plugins.timeline import LABEL_PAD, WIDTH, Instant, Stretch, Timeline
 from airflow_retrywindow.records.override import OverrideEntry
+from airflow_retrywindow.verdicts import Role, verdict
 
-#: decisions that let the task run, and those that only hold it for now
-WAITING = frozenset({"wait-backoff", "observe-running"})
+#: what the view shows instead of a decision when none was taken or none can be read
 UNDECIDED = frozenset({"gate-error", "unreadable"})
+#: a badge's tone for each role a verdict has in the view (the verdicts table gives the role)
+TONES = {Role.RUNS: "allow", Role.WAITING: "wait", Role.REFUSED: "refuse"}
 #: the height of one label row of the timeline
 ROW = 14.0
 BAR = 20.0
@@ -574,10 +576,11 @@ def _badge(decision: str) -> str:
 
 
 def _tone(decision: str) -> str:
-    if lets_run_now(decision):
+    found = verdict(decision)
+    if found is not None:
+        return TONES[found.role]
+    if lets_run_now(decision):  # not-attempted: a first run, not a retry
         return "allow"
-    if decision in WAITING:
-        return "wait"
     if decision in UNDECIDED:
         return "error"
     return "refuse"

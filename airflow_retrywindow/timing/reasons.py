@@ -1,18 +1,20 @@
-"""One-line reasons for the model's decisions, in real time.
+"""One-line reasons for the model's decisions, and the other verdicts, in real time.
 
 The reason is what an operator reads on the task instance at 3 a.m.: the
 decision first (so it can be grepped), then its numbers as UTC wall-clock times.
-Airflow keeps 500 characters of it; we stay under that.
+Airflow keeps 500 characters of it; we stay under that. The words of each
+verdict are in :mod:`airflow_retrywindow.verdicts`; this module fills them in.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import pendulum
 
-from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.timing.clock import Clock
+from airflow_retrywindow.verdicts import Fields, entry_of, worded
 
 if TYPE_CHECKING:
     from airflow_retrywindow.model.fixture import Fixture
@@ -52,74 +54,37 @@ def reason(
         return moment(clock, seconds, today)
 
     attempts, limit = task.attempts, fixture.policy.max_attempts
-    cause = f" ({subject})" if subject else ""
-    deadline = at(fixture.deadline)
-    found = decision.decision
-    if found.scheduled:
-        start, finish = (
-            at(int(decision.earliest_start or 0)),
-            at(int(decision.estimated_finish or 0)),
-        )
-        nth = f"attempt {attempts + 1} of {limit}"
-        if found is Decision.DEADLINE_INFEASIBLE:
-            text = (
-                f"next attempt would start {start} and finish with validation at {finish}, "
-                f"after the {deadline} deadline ({nth}); report the impact instead of retrying"
-            )
-        else:
-            slack = decision.slack(fixture.deadline)
-            when = (
-                f"at {start} after a {decision.backoff} s backoff"
-                if found is Decision.WAIT_BACKOFF
-                else f"now ({start})"
-            )
-            text = (
-                f"{nth} may start {when} and finish with validation by {finish}, "
-                f"{slack} s before the {deadline} deadline"
-            )
-    else:
-        text = _refusal(found, task=task, fixture=fixture, at=at, attempts=attempts, limit=limit)
-    return _fit(f"{found.value}: {text}{cause}")
+    fields = Fields(
+        attempts=lambda: attempts,
+        limit=lambda: limit,
+        observed=lambda: at(task.observed_at),
+        max_age=lambda: fixture.max_observation_age,
+        as_of=lambda: at(fixture.as_of),
+        deadline=lambda: at(fixture.deadline),
+        nth=lambda: f"attempt {attempts + 1} of {limit}",
+        # asked only by the words of a scheduled decision, which has both
+        start=lambda: at(int(decision.earliest_start or 0)),
+        finish=lambda: at(int(decision.estimated_finish or 0)),
+        backoff=lambda: decision.backoff,
+        slack=lambda: decision.slack(fixture.deadline),
+    )
+    return verdict_reason(decision.decision.value, fields, subject=subject)
 
 
-def _refusal(
-    decision: Decision,
-    *,
-    task: Observation,
-    fixture: Fixture,
-    at: Any,
-    attempts: int,
-    limit: int,
+def verdict_reason(
+    verdict: str, fields: Fields | Mapping[str, object], *, subject: str = ""
 ) -> str:
-    observed = at(task.observed_at)
-    texts = {
-        Decision.REFRESH_OBSERVATION: (
-            f"the last observation ({observed}) is older than the allowed "
-            f"{fixture.max_observation_age} s at {at(fixture.as_of)}; observe again"
-        ),
-        Decision.OBSERVE_RUNNING: (
-            f"attempt {attempts} is still running (seen {observed}); observe it"
-        ),
-        Decision.RECONCILE_REMOTE: (
-            f"the outcome of attempt {attempts} of {limit} is unknown; look the remote job up "
-            "by its client job id before any retry"
-        ),
-        Decision.VALIDATE_OUTPUT: (
-            f"attempt {attempts} succeeded (seen {observed}); validate its output before "
-            "calling the delivery done"
-        ),
-        Decision.REPAIR_CAUSE: (
-            f"attempt {attempts} failed terminally; repair the cause, then clear"
-        ),
-        Decision.ATTEMPTS_EXHAUSTED: (
-            f"attempt {attempts} of {limit} failed and no attempt is left in this window"
-        ),
-        Decision.RECONCILE_EFFECTS: (
-            f"attempt {attempts} of {limit} failed and the task is not claimed safe to "
-            "repeat; reconcile what it wrote before repeating it"
-        ),
-    }
-    return texts.get(decision, "no explanation for this decision")
+    """A verdict's reason: its name, then its words from the verdicts table, filled in.
+
+    :param verdict: the verdict's name, e.g. ``"dependency-held"``.
+    :param fields: the values its words name (see
+        :attr:`~airflow_retrywindow.verdicts.VerdictEntry.reason`).
+    :param subject: what failed, e.g. ``"TimeoutError: no response"``, if known.
+    :raises KeyError: for a name that is not a verdict, or a field not supplied.
+    """
+    cause = f" ({subject})" if subject else ""
+    text = worded(entry_of(verdict).reason, fields)
+    return _fit(f"{verdict}: {text}{cause}")
 
 
 def _fit(text: str) -> str:

@@ -22,10 +22,10 @@ API server, and use it:
 * within it, nobody knows which clock is right: "now" is this worker's, or the
   server's somewhere in ``local now + [low, high]``. The decision is taken at the
   earliest and the latest of those (:meth:`ClockOffset.possible_nows`) and the
-  stricter kept (:func:`strictest`): a refusal over a wait, a wait over a retry
-  now, the later end of a wait over the earlier. Each part of a decision moves
-  one way with "now" (a deadline only comes nearer, an observation only ages, a
-  backoff only runs out), so no "now" between the two can allow more than the
+  stricter kept (:func:`strictest`): a refusal over a hold, a hold over a wait, a
+  wait over a retry now, the later end of a wait over the earlier. Each part of a
+  decision moves one way with "now" (a deadline only comes nearer, an observation
+  only ages, a backoff only runs out), so no "now" between the two can allow more than the
   stricter does, and the decision is never looser than either clock's alone.
 
 Pure: no Airflow, no network.
@@ -42,8 +42,8 @@ from typing import Any, TypeVar
 import pendulum
 
 from airflow_retrywindow.exceptions import ClockError
-from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.timing.clock import require_aware
+from airflow_retrywindow.verdicts import ALLOWS_NOW, WAITING_RANKS, verdict
 
 T = TypeVar("T")
 
@@ -52,9 +52,6 @@ DATE_RESOLUTION = timedelta(seconds=1)
 #: how long before it answers a server may have noted the ``Date`` it sends: uvicorn
 #: renews its ``Date`` once a second
 DATE_LAG = timedelta(seconds=1)
-
-#: how strict each kind of answer is: the lower, the stricter
-_REFUSES, _WAITS, _ALLOWS_NOW = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -188,17 +185,16 @@ def server_date(value: str | None, source: str) -> pendulum.DateTime:
 
 
 def strictness(decision: object) -> int:
-    """0 for a refusal, 1 for a wait, 2 for a start now; the lower, the stricter.
+    """How strict a verdict is, from the verdicts table: the lower, the stricter.
 
-    :param decision: a :class:`Decision` or its name; anything else (a target never
-        tried) allows a start now.
+    A refusal (0), a hold on a failing dependency (1), a wait for a backoff (2), a
+    start now (3).
+
+    :param decision: a :class:`~airflow_retrywindow.model.decisions.Decision` or a
+        verdict's name; anything else (a target never tried) allows a start now.
     """
-    found = decision if isinstance(decision, Decision) else Decision.named(decision)
-    if found is None:
-        return _ALLOWS_NOW
-    if not found.allows_retry:
-        return _REFUSES
-    return _WAITS if not found.allows_now else _ALLOWS_NOW
+    found = verdict(decision)
+    return ALLOWS_NOW if found is None else found.rank
 
 
 def strictest(
@@ -209,8 +205,9 @@ def strictest(
 ) -> T:
     """The answer that allows least, among the answers for each possible "now".
 
-    A refusal over a wait, a wait over a start now; between two waits, the one that
-    ends later; otherwise the answer for the latest "now" (the last one).
+    A refusal over a hold, a hold over a wait, a wait over a start now (the ranks of
+    the verdicts table); between two waits or two holds, the one that ends later;
+    otherwise the answer for the latest "now" (the last one).
 
     :param answers: one answer per possible "now", earlier first.
     :param decision: the decision of an answer.
@@ -235,7 +232,7 @@ def _stricter(
     rank, other = strictness(decision(first)), strictness(decision(second))
     if rank != other:
         return rank < other
-    if rank != _WAITS:
+    if rank not in WAITING_RANKS:
         return False
     ends, other_ends = wait_until(first), wait_until(second)
     return ends is not None and (other_ends is None or ends > other_ends)

@@ -8,13 +8,13 @@ and real wall-clock times.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.observation import Observation
 from airflow_retrywindow.model.states import TaskState
 from airflow_retrywindow.model.verdict import TaskDecision
+from airflow_retrywindow.verdicts import Fields, entry_of, worded
 
 #: renders a time on the fixture's clock as text: ``t=103``, or a wall-clock time
 TimeFormat = Callable[[int], str]
@@ -42,106 +42,68 @@ def status_update(
     :param fixture: the fixture that was decided.
     :param clock: renders a fixture time; ``t=<seconds>`` by default.
     """
-    confirmed, unknown, action, evidence = _parts(decision, observation, fixture, clock)
+    return verdict_status(
+        decision.decision.value, decision.id, _fields(decision, observation, fixture, clock)
+    )
+
+
+def verdict_status(verdict: str, subject: str, fields: Fields | Mapping[str, object]) -> str:
+    """A verdict's status update: its four parts from the verdicts table, filled in.
+
+    :param verdict: the verdict's name, e.g. ``"dependency-held"``.
+    :param subject: what the update is about: the model's task id, or a task's name.
+    :param fields: the values its words name (see
+        :attr:`~airflow_retrywindow.verdicts.VerdictEntry.status`).
+    :raises KeyError: for a name that is not a verdict, or a field not supplied.
+    """
+    confirmed, unknown, action, evidence = (
+        worded(template, fields) for template in entry_of(verdict).status.parts()
+    )
     return (
-        f"{decision.id}: confirmed {confirmed}; unknown: {unknown}; "
+        f"{subject}: confirmed {confirmed}; unknown: {unknown}; "
         f"next: {action}; next evidence: {evidence}."
     )
 
 
-def _parts(
+def _fields(
     decision: TaskDecision, task: Observation, fixture: Fixture, show: TimeFormat
-) -> tuple[str, str, str, str]:
-    attempt, following = f"attempt {task.attempts}", f"attempt {task.attempts + 1}"
-    now, deadline = show(fixture.as_of), show(fixture.deadline)
-    before_deadline = (
-        f"before the deadline {deadline}"
-        if fixture.as_of <= fixture.deadline
-        else f"now ({now}): the deadline {deadline} has passed"
-    )
-    kind = decision.decision
-    if kind is Decision.REFRESH_OBSERVATION:
-        return (
-            f"nothing current (the last observation, {task.state.value} at "
-            f"{show(task.observed_at)}, is {task.age(fixture.as_of)} s old; the limit is "
-            f"{fixture.max_observation_age} s)",
-            "the task's current state",
-            "observe the task again at its state source before deciding anything",
-            f"a fresh observation, due now ({now})",
-        )
-    state = _confirmed(task, attempt, show)
-    if kind is Decision.OBSERVE_RUNNING:
-        due = show(task.observed_at + fixture.max_observation_age)
-        return (
-            state,
-            f"whether {attempt} succeeds",
-            "keep observing it; start no other attempt while it runs",
-            f"the next observation, due by {due}",
-        )
-    if kind is Decision.RECONCILE_REMOTE:
-        return (
-            state,
-            "whether the request reached the service, whether the job finished "
-            "and whether its result is correct",
-            "look the remote job up by its client-chosen job id; do not resubmit "
-            "until its outcome is known",
-            f"the remote job's status, due now ({now})",
-        )
-    if kind is Decision.VALIDATE_OUTPUT:
-        return (
-            state,
-            "whether the output is correct and complete",
-            f"validate the output against the acceptance criteria ({task.validation} s)",
-            f"the validation result, due by {show(fixture.as_of + task.validation)}",
-        )
-    if kind is Decision.REPAIR_CAUSE:
-        return (
-            state,
-            "the cause of the failure",
-            "repair the cause; another attempt would fail the same way",
-            f"the repair owner's diagnosis, {before_deadline}",
-        )
-    if kind is Decision.ATTEMPTS_EXHAUSTED:
-        return (
-            state,
-            "how to deliver without another attempt",
-            f"escalate, as all {fixture.policy.max_attempts} attempts of the budget are used",
-            f"the escalation owner's decision, {before_deadline}",
-        )
-    if kind is Decision.RECONCILE_EFFECTS:
-        return (
-            state,
-            "what the earlier attempts already wrote; repeating may duplicate it",
-            "reconcile those effects before repeating, as the task is not claimed safe to repeat",
-            f"the reconciliation result, due now ({now})",
-        )
-    start, finish = decision.earliest_start, decision.estimated_finish
-    if start is None or finish is None:  # only the scheduled decisions are left
-        raise ValueError(f"{kind.value} for {decision.id!r} comes without a schedule")
-    slack = fixture.deadline - finish
-    outlook = f"estimated finish {show(finish)} with validation"
-    if kind is Decision.DEADLINE_INFEASIBLE:
-        return (
-            state,
-            "nothing that would change the forecast",
-            f"report the delivery at risk (impact, affected population, operational "
-            f"alternative) instead of retrying: {following} would end {show(finish)}, "
-            f"{-slack} s after the deadline {deadline}",
-            f"the decision on the alternative, {before_deadline}",
-        )
-    if kind is Decision.WAIT_BACKOFF:
-        return (
-            state,
-            f"whether {following} succeeds",
-            f"wait out the {decision.backoff} s backoff, then start {following} at "
-            f"{show(start)}; {outlook}, {slack} s before the deadline {deadline}",
-            f"the start of {following}, at {show(start)}",
-        )
-    return (
-        state,
-        f"whether {following} succeeds",
-        f"start {following} now; {outlook}, {slack} s before the deadline {deadline}",
-        f"the result of {following} with its validation, by {show(finish)}",
+) -> Fields:
+    """What the status words of a model decision name, worked out when named."""
+
+    def scheduled(seconds: int | None) -> int:
+        if seconds is None:  # asked only by the words of a scheduled decision
+            raise ValueError(
+                f"{decision.decision.value} for {decision.id!r} comes without a schedule"
+            )
+        return seconds
+
+    def before_deadline() -> str:
+        deadline = show(fixture.deadline)
+        if fixture.as_of <= fixture.deadline:
+            return f"before the deadline {deadline}"
+        return f"now ({show(fixture.as_of)}): the deadline {deadline} has passed"
+
+    attempt = f"attempt {task.attempts}"
+    return Fields(
+        state=lambda: _confirmed(task, attempt, show),
+        attempt=lambda: attempt,
+        following=lambda: f"attempt {task.attempts + 1}",
+        now=lambda: show(fixture.as_of),
+        deadline=lambda: show(fixture.deadline),
+        before_deadline=before_deadline,
+        observed_state=lambda: task.state.value,
+        observed_at=lambda: show(task.observed_at),
+        age=lambda: task.age(fixture.as_of),
+        max_age=lambda: fixture.max_observation_age,
+        observe_due=lambda: show(task.observed_at + fixture.max_observation_age),
+        validation=lambda: task.validation,
+        validation_due=lambda: show(fixture.as_of + task.validation),
+        max_attempts=lambda: fixture.policy.max_attempts,
+        backoff=lambda: decision.backoff,
+        start=lambda: show(scheduled(decision.earliest_start)),
+        finish=lambda: show(scheduled(decision.estimated_finish)),
+        slack=lambda: fixture.deadline - scheduled(decision.estimated_finish),
+        late=lambda: scheduled(decision.estimated_finish) - fixture.deadline,
     )
 
 

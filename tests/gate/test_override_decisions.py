@@ -33,6 +33,7 @@ from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInsta
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
+from airflow_retrywindow.verdicts import DEPENDENCY_HELD
 from tests.gate.fake_reader import FakeReader
 
 NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
@@ -251,6 +252,11 @@ def _refused_as(decision: str) -> DecisionTable:
             _target("load", retries=2), _row("load", "failed", ended=just_ended, max_tries=2), {},
         ),
     }  # fmt: skip
+    if decision == DEPENDENCY_HELD:
+        # no gate decides it (a retry's start does): the backoff's row, held instead
+        waiting = _refused_as(Decision.WAIT_BACKOFF.value)
+        held = tuple(replace(row, decision=decision) for row in waiting.decisions)
+        return replace(waiting, decisions=held)
     if decision == Decision.REFRESH_OBSERVATION.value:
         # read at NOW, decided 5 minutes later with observations good for 1 minute
         view = observe(_target("load"), _row("load", "failed"), failure=None, failure_source="")

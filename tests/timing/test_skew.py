@@ -14,6 +14,7 @@ from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.skew import ClockOffset, server_date, strictest, strictness
 from airflow_retrywindow.timing.work import Work
+from airflow_retrywindow.verdicts import ALLOWS_NOW, DEPENDENCY_HELD, HOLDS, REFUSES, WAITS
 
 T0 = pendulum.datetime(2026, 3, 2, 5, 0, 0, 250_000, tz="UTC")
 FIVE = timedelta(seconds=5)
@@ -102,9 +103,10 @@ def test_a_date_header_is_read_or_refused_naming_who_sent_it() -> None:
         server_date("yesterday", "the API")
 
 
-def test_strictness_orders_refusals_waits_and_starts_now() -> None:
-    assert [strictness(found) for found in Decision] == [0] * 8 + [1, 2]
-    assert strictness("not-attempted") == 2
+def test_strictness_orders_refusals_holds_waits_and_starts_now() -> None:
+    assert [strictness(found) for found in Decision] == [REFUSES] * 8 + [WAITS, ALLOWS_NOW]
+    assert strictness(DEPENDENCY_HELD) == HOLDS
+    assert strictness("not-attempted") == ALLOWS_NOW
 
 
 def test_strictest_prefers_a_refusal_then_a_wait_then_the_later_wait_end() -> None:
@@ -121,6 +123,17 @@ def test_strictest_prefers_a_refusal_then_a_wait_then_the_later_wait_end() -> No
         wait_until=lambda a: a[1],
     )
     assert later[1] == T0.add(seconds=9)
+    # a hold on a failing dependency: stricter than a backoff, less strict than a refusal
+    assert pick(("wait-backoff", None), (DEPENDENCY_HELD, None))[0] == DEPENDENCY_HELD
+    assert pick((DEPENDENCY_HELD, None), ("deadline-infeasible", None))[0] == (
+        "deadline-infeasible"
+    )
+    held_longer = strictest(
+        [(DEPENDENCY_HELD, T0.add(seconds=60)), (DEPENDENCY_HELD, T0.add(seconds=5))],
+        decision=lambda a: a[0],
+        wait_until=lambda a: a[1],
+    )
+    assert held_longer[1] == T0.add(seconds=60)
     # equally strict: the answer for the later "now"
     assert pick(("refresh-observation", 1), ("deadline-infeasible", 2)) == (
         "deadline-infeasible",
@@ -163,7 +176,7 @@ def test_no_now_between_the_ends_allows_more_than_the_stricter_end() -> None:
         )
         for answer in answers:
             assert strictness(kept[0]) <= strictness(answer[0]), (start, kept, answer)
-            if strictness(kept[0]) == strictness(answer[0]) == 1:
+            if strictness(kept[0]) == strictness(answer[0]) == WAITS:
                 assert kept[1] is not None and answer[1] is not None
                 # never before the backoff's exact end; a "now" between the ends may round
                 # its own start up by the model's one second, which allows nothing more
