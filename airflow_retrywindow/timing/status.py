@@ -3,7 +3,8 @@
 Each update says, on one line, what is confirmed, what is still unknown, the
 next action and when the next evidence is due. Times are rendered by a function
 the caller supplies, so the same wording serves the fixture's clock (``t=103``)
-and real wall-clock times.
+and real wall-clock times. The words of each verdict are in
+:mod:`airflow_retrywindow.verdicts`; this module fills them in.
 """
 
 from __future__ import annotations
