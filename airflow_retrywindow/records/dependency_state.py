@@ -200,7 +200,7 @@ def _fields_of(value: object) -> dict[str, Any]:
     :raises RecordError: naming the field and the value that cannot be read.
     """
     if not isinstance(value, Mapping):
-        raise RecordError(KEY, value, "must be an object")
+        raise RecordError("the stored value", value, "must be an object")
     version = value.get("version")
     if isinstance(version, bool) or version != DependencyRecord.VERSION:
         raise RecordError("version", version, f"must be {DependencyRecord.VERSION}")
