@@ -27,14 +27,6 @@ from airflow_retrywindow.records.dependency_state import (
     latest_per_pool,
 )
 
-#: what each state means for the held retries, in the view's words
-_STATE_WORDS = {
-    "open": "failing: retries are held, a few run as probes each round",
-    "recovering": "recovering: a success came after the latest failure, held retries are "
-    "released in waves",
-    "closed": "healthy: retries run",
-}
-
 
 @dataclass(frozen=True)
 class DependencySection:
@@ -116,50 +108,17 @@ def _read(value: object) -> tuple[DependencyRecord | None, str]:
 def _section(
     record: DependencyRecord, source: str, own: DependencyRecord | None
 ) -> DependencySection:
-    forced = f" (forced {record.forced} by the Variable retry_window_dependency_{record.pool})"
-    facts = [
-        ("State", _STATE_WORDS[record.state] + (forced if record.forced else "")),
-        ("Failing since", formatted(record.failing_since) if record.failing_since else "-"),
-        (
-            "In the window",
-            f"{record.failing_tasks} task instance{_s(record.failing_tasks)} failing, "
-            f"{record.successes} success{'es' if record.successes != 1 else ''}, "
-            f"{record.first_tries} first tr{'ies' if record.first_tries != 1 else 'y'}",
-        ),
-        ("Held", f"{record.held} task instance{_s(record.held)} held now"),
-        (
-            "Probes",
-            f"{record.budget} this round (rounds of {record.round_seconds} s, this one "
-            f"from {formatted(record.round_start)})",
-        ),
-        ("Last probe", formatted(record.last_probe) if record.last_probe else "none yet"),
-        ("Next probe", formatted(record.next_probe)),
-        (
-            "Read",
-            f"{formatted(record.read_at)} (the API server's clock) by "
-            f"{source}, try {record.try_number}: "
-            f"{record.action}{_until(record)}",
-        ),
-    ]
     mine = None
     if own is not None and own != record:
         mine = (
             f"This task instance's latest, read {formatted(own.read_at)}: try "
-            f"{own.try_number} {own.action}{_until(own)} ({own.decision})"
+            f"{own.try_number} {own.did(formatted)} ({own.decision})"
         )
     return DependencySection(
         pool=shown(record.pool),
         state=record.state,
         decision=shown(record.decision),
         reason=shown(record.reason or "No reason was stored."),
-        facts=tuple((name, shown(value)) for name, value in facts),
+        facts=tuple((name, shown(value)) for name, value in record.facts(formatted, by=source)),
         own=shown(mine) if mine else None,
     )
-
-
-def _until(record: DependencyRecord) -> str:
-    return f", held until {formatted(record.hold_until)}" if record.hold_until else ""
-
-
-def _s(count: int) -> str:
-    return "" if count == 1 else "s"

@@ -21,7 +21,7 @@ nothing of it rather than a guess. Nothing here imports Airflow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -44,6 +44,16 @@ STATES = frozenset({CLOSED, OPEN, RECOVERING})
 FORCED = frozenset({CLOSED, OPEN})
 #: what the retry-start check did with the try
 ACTIONS = frozenset({"hold", "probe", "release", "run", "refuse"})
+#: what each state means for the held retries, in words
+STATE_WORDS = {
+    OPEN: "failing: retries are held, a few run as probes each round",
+    RECOVERING: "recovering: a success came after the latest failure, held retries are "
+    "released in waves",
+    CLOSED: "healthy: retries run",
+}
+
+#: how a reader writes a stored time (the view: a dated UTC time; ``explain``: like its table)
+TimeText = Callable[[pendulum.DateTime], str]
 
 
 @dataclass(frozen=True)
@@ -155,6 +165,46 @@ class DependencyRecord:
         """
         return cls(**_fields_of(value))
 
+    def facts(self, written: TimeText, *, by: str | None = None) -> list[tuple[str, str]]:
+        """What the record says, as (name, text) pairs: the view and ``explain`` say it alike.
+
+        :param written: how a time is written.
+        :param by: the task instance that read it, when the reader knows which.
+        """
+        forced = f" (forced {self.forced} by the Variable retry_window_dependency_{self.pool})"
+        reader = f" by {by}" if by else ""
+        return [
+            ("State", STATE_WORDS[self.state] + (forced if self.forced else "")),
+            ("Failing since", written(self.failing_since) if self.failing_since else "-"),
+            (
+                "In the window",
+                f"{_counted(self.failing_tasks, 'task instance')} failing, "
+                f"{_counted(self.successes, 'success', 'successes')}, "
+                f"{_counted(self.first_tries, 'first try', 'first tries')}",
+            ),
+            ("Held", f"{_counted(self.held, 'task instance')} held now"),
+            (
+                "Probes",
+                f"{self.budget} this round (rounds of {self.round_seconds} s, this one "
+                f"from {written(self.round_start)})",
+            ),
+            ("Last probe", written(self.last_probe) if self.last_probe else "none yet"),
+            ("Next probe", written(self.next_probe) if self.next_probe else "-"),
+            (
+                "Read",
+                f"{written(self.read_at)} (the API server's clock){reader}, "
+                f"try {self.try_number}: {self.did(written)}",
+            ),
+        ]
+
+    def did(self, written: TimeText) -> str:
+        """What the try did: ``hold, held until ...``, ``probe``, ``release``, ``run``, ``refuse``.
+
+        :param written: how a time is written.
+        """
+        until = f", held until {written(self.hold_until)}" if self.hold_until else ""
+        return self.action + until
+
     @property
     def is_open(self) -> bool:
         """Whether retries are held: the dependency is down."""
@@ -225,6 +275,10 @@ def _fields_of(value: object) -> dict[str, Any]:
         "hold_until": _maybe_instant(value, "holdUntil"),
         "reason": _text(value, "reason", empty=True),
     }
+
+
+def _counted(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
 def _iso(when: pendulum.DateTime | None) -> str | None:
