@@ -58,6 +58,15 @@ RETRY_START_NOT_RUN = "retry_window.retry_start.not_run"
 #: per gate evaluation an approval overrode the model on: the targets it released
 OVERRIDE_APPROVED = "retry_window.override.approved"
 
+#: one per retry held because its pool, a shared dependency, is failing
+DEPENDENCY_HELD = "retry_window.dependency.held"
+#: one per held retry let run as a probe of its failing pool
+DEPENDENCY_PROBE = "retry_window.dependency.probe"
+#: one per held retry released once its pool recovers
+DEPENDENCY_RELEASED = "retry_window.dependency.released"
+#: per pool, 1 while it is failing (retries held), 0 otherwise
+DEPENDENCY_OPEN = "retry_window.dependency.open"
+
 #: every name, for the documentation and for the check against Airflow's name rules
 NAMES = (
     DECISION,
@@ -70,6 +79,10 @@ NAMES = (
     RETRY_START_REFUSED,
     RETRY_START_NOT_RUN,
     OVERRIDE_APPROVED,
+    DEPENDENCY_HELD,
+    DEPENDENCY_PROBE,
+    DEPENDENCY_RELEASED,
+    DEPENDENCY_OPEN,
 )
 
 COUNTER = "counter"
@@ -259,6 +272,31 @@ def retry_start_not_run_metrics(*, dag_id: str, task_id: str) -> list[Metric]:
     return [Metric(RETRY_START_NOT_RUN, COUNTER, 1, tags)]
 
 
+def dependency_metrics(name: str, *, dag_id: str, task_id: str, pool: str) -> list[Metric]:
+    """The metric of one retry held, probing or released because of its pool.
+
+    :param name: :data:`DEPENDENCY_HELD`, :data:`DEPENDENCY_PROBE` or :data:`DEPENDENCY_RELEASED`.
+    :param dag_id: the task's DAG.
+    :param task_id: the gated task.
+    :param pool: its pool, the dependency; a tag, so that a name never holds a pool's name.
+    """
+    if name not in (DEPENDENCY_HELD, DEPENDENCY_PROBE, DEPENDENCY_RELEASED):
+        raise ValueError(f"name must be one of the dependency counters, got {name!r}")
+    tags = {"dag_id": dag_id, "task_id": task_id, "decided_by": RETRY_START, "pool": pool}
+    return [Metric(name, COUNTER, 1, tags)]
+
+
+def dependency_state_metrics(pool: str, *, is_open: bool) -> list[Metric]:
+    """The gauge of a pool's state as a dependency: 1 while its retries are held, else 0.
+
+    :param pool: the pool.
+    :param is_open: whether the pool is failing (``open``): its retries are held.
+    """
+    if not isinstance(is_open, bool):
+        raise ValueError(f"open must be true or false, got {is_open!r}")
+    return [Metric(DEPENDENCY_OPEN, GAUGE, int(is_open), {"pool": str(pool)})]
+
+
 # -- the senders: one line at each decision point, never raising -------------------
 
 
@@ -303,6 +341,28 @@ def retry_start_refused(context: Mapping[str, Any]) -> None:
 def retry_start_not_run(context: Mapping[str, Any]) -> None:
     """Count a failed try whose retry-start check did not run, for the task of ``context``."""
     _send_safely(lambda: retry_start_not_run_metrics(**_task_of(context)))
+
+
+def dependency_held(context: Mapping[str, Any], pool: str) -> None:
+    """Count a retry of the task of ``context`` held because ``pool`` is failing."""
+    _send_safely(lambda: dependency_metrics(DEPENDENCY_HELD, **_task_of(context), pool=str(pool)))
+
+
+def dependency_probe(context: Mapping[str, Any], pool: str) -> None:
+    """Count a held retry of the task of ``context`` let run to probe ``pool``."""
+    _send_safely(lambda: dependency_metrics(DEPENDENCY_PROBE, **_task_of(context), pool=str(pool)))
+
+
+def dependency_released(context: Mapping[str, Any], pool: str) -> None:
+    """Count a held retry of the task of ``context`` released as ``pool`` recovers."""
+    _send_safely(
+        lambda: dependency_metrics(DEPENDENCY_RELEASED, **_task_of(context), pool=str(pool))
+    )
+
+
+def dependency_state(pool: str, open: bool) -> None:
+    """Set ``pool``'s dependency gauge: 1 while it is failing (``open``), 0 otherwise."""
+    _send_safely(lambda: dependency_state_metrics(str(pool), is_open=open))
 
 
 def counts_gate_errors(by: str) -> Callable[[Method], Method]:

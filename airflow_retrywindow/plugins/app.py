@@ -5,6 +5,10 @@ Every route is behind Airflow's own authentication and DAG-level authorization
 send a bearer token, and a user who may not read the DAG's runs, task instances
 and XComs gets a 403 before anything of the DAG is looked up.
 
+Both pages show the run's pools as dependencies first: each pool's latest stored
+state among the run's task instances
+(:mod:`~airflow_retrywindow.plugins.dependency_rows`).
+
 * ``GET /dags/{dag_id}/runs/{run_id}?page=&limit=``: every decision of the run; a
   task with many task instances and a record with many targets are summarised
   and paged (:mod:`~airflow_retrywindow.plugins.run_summary`);
@@ -33,6 +37,7 @@ from airflow_retrywindow.plugins.decision_rows import (
     policy_rows,
     stored_fixture,
 )
+from airflow_retrywindow.plugins.dependency_rows import Dependencies, dependencies
 from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
 from airflow_retrywindow.plugins.run_summary import (
     MAX_PAGE_ROWS,
@@ -97,6 +102,7 @@ def run_view(
         summaries=summaries,
         paging=paging,
         notes=[look_alike_note(stored.task_id, stored.map_index) for stored in look_alikes],
+        dependencies=_dependencies(store),
     )
     return _page(page_html)
 
@@ -131,6 +137,7 @@ def task_view(
         records=[_record(stored, paging) for stored in published],
         paging=paging,
         notes=[look_alike_note(stored.task_id, stored.map_index) for stored in look_alikes],
+        dependencies=_dependencies(store, task_id, index),
     )
     return _page(page_html)
 
@@ -188,6 +195,12 @@ def _record(stored: Stored, paging: Paging) -> GateRecord:
     """A decision record; one with many targets is read one page of targets at a time."""
     window = record_window(stored.value, paging)
     return gate_record(stored.task_id, stored.map_index, stored.value, window=window)
+
+
+def _dependencies(store: RunStore, task_id: str | None = None, map_index: int = -1) -> Dependencies:
+    """The run's pools as dependencies; the viewed task instance's own record beside its pool's."""
+    stored = [(item.task_id, item.map_index, item.value) for item in store.dependency_states()]
+    return dependencies(stored, task_id=task_id, map_index=map_index)
 
 
 def _paging(page: str, limit: str) -> Paging:

@@ -25,11 +25,14 @@ from airflow_retrywindow.plugins.decision_rows import (
     formatted,
     override_sentence,
 )
+from airflow_retrywindow.plugins.dependency_rows import Dependencies, DependencySection
 from airflow_retrywindow.plugins.run_summary import MAX_PAGE_ROWS, Paging, TaskSummary
 from airflow_retrywindow.plugins.timeline import LABEL_PAD, WIDTH, Instant, Stretch, Timeline
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.verdicts import Role, verdict
 
+#: a dependency's state as a badge's tone: failing, coming back, healthy
+_STATE_TONES = {"open": "refuse", "recovering": "wait", "closed": "allow"}
 #: what the view shows instead of a decision when none was taken or none can be read
 UNDECIDED = frozenset({"gate-error", "unreadable"})
 #: a badge's tone for each role a verdict has in the view (the verdicts table gives the role)
@@ -61,6 +64,7 @@ def task_page(
     records: Sequence[GateRecord],
     paging: Paging | None = None,
     notes: Sequence[str] = (),
+    dependencies: Dependencies | None = None,
 ) -> str:
     """The view of one task instance: the policy's decisions and the task's own record.
 
@@ -72,6 +76,7 @@ def task_page(
         ``paging``'s window when it has many targets).
     :param paging: which targets of a long record the page shows.
     :param notes: what the page leaves out and why (a look-alike of a record).
+    :param dependencies: the run's pools as dependencies, as its task instances stored them.
     """
     mapped = f" · map index {map_index}" if map_index >= 0 else ""
     body = [
@@ -87,6 +92,8 @@ def task_page(
             "it has no RetryWindowPolicy that decided yet, and it is not a gate or a sensor "
             "that published a decision record.</p>"
         )
+    if dependencies:
+        body += _dependency_section(dependencies)
     if policy:
         body += _policy_section(links, policy, with_task=False)
     here = links.task(task_id, map_index) + "&"
@@ -104,6 +111,7 @@ def run_page(
     summaries: Sequence[TaskSummary] = (),
     paging: Paging | None = None,
     notes: Sequence[str] = (),
+    dependencies: Dependencies | None = None,
 ) -> str:
     """The view of one DAG run: every decision of every task, or a summary where there are many.
 
@@ -115,6 +123,7 @@ def run_page(
     :param summaries: per task with many task instances, its summary.
     :param paging: which rows of the summarised lists the page shows.
     :param notes: what the page leaves out and why (look-alikes of a record).
+    :param dependencies: the run's pools as dependencies, as its task instances stored them.
     """
     body = [
         "<header>",
@@ -125,6 +134,8 @@ def run_page(
     rows = [row for _, _, decided in policy for row in decided]
     if not rows and not records and not summaries:
         body.append('<p class="empty">No retry window decision is recorded for this run.</p>')
+    if dependencies:
+        body += _dependency_section(dependencies)
     if rows:
         body += _policy_section(links, rows, with_task=True)
     here = links.run + "?"
@@ -150,6 +161,39 @@ def fixture_json(fixture: object) -> str:
 
 
 # -- sections -------------------------------------------------------------------------
+
+
+def _dependency_section(found: Dependencies) -> list[str]:
+    """Each pool the run's retries depend on: its latest stored state, and what is unreadable."""
+    count = len(found.sections)
+    out = [
+        '<section class="dependencies">',
+        f"<h2>Dependencies · {count} pool{'s' if count != 1 else ''}</h2>",
+        '<p class="where">Each pool as its task instances last read it (latest by read time '
+        "among the run&#x27;s task instances).</p>",
+    ]
+    out += [_dependency(section) for section in found.sections]
+    out += [
+        f'<p class="problem">Could not read a stored dependency state: {_e(problem)}</p>'
+        for problem in found.problems
+    ]
+    out.append("</section>")
+    return out
+
+
+def _dependency(section: DependencySection) -> str:
+    tone = _STATE_TONES.get(section.state, "error")
+    parts = [
+        f'<div class="dependency {tone}" data-pool="{_e(section.pool)}" '
+        f'data-state="{_e(section.state)}">',
+        f'<h3><span class="badge {tone}">{_e(section.state)}</span> Pool {_e(section.pool)}</h3>',
+        f'<p class="reason">{_badge(section.decision)} {_e(section.reason)}</p>',
+        _facts(section.facts),
+    ]
+    if section.own:
+        parts.append(f'<p class="own">{_e(section.own)}</p>')
+    parts.append("</div>")
+    return "\n".join(parts)
 
 
 def _policy_section(links: ViewLinks, rows: Sequence[DecisionRow], *, with_task: bool) -> list[str]:

@@ -10,6 +10,9 @@ and never writes:
   value as JSON text), or, when a task instance has no such row (a custom state
   store backend keeps values elsewhere), the latest decision in the XCom of the
   same key;
+* each held, probing or releasing retry's view of its pool as a dependency, under
+  :data:`~airflow_retrywindow.records.dependency_state.KEY`: read like the decision
+  history, from the task state store, or from XCom where the store holds nothing;
 * the gates' and sensors' decision records: ``return_value`` XComs that have a
   record's shape (:func:`~airflow_retrywindow.records.decision_record.is_decision_record`)
   and were published by a gate or a sensor. What marks one is the Retry window extra
@@ -33,6 +36,7 @@ from sqlalchemy import select
 
 from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.records.decision_record import is_decision_record
+from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 
 if TYPE_CHECKING:
@@ -95,30 +99,14 @@ class RunStore:
         :param task_id: one task instance's task id, or ``None`` for the whole run.
         :param map_index: its map index (with ``task_id``).
         """
-        rows = self.session.execute(
-            self._scoped(
-                select(
-                    TaskStateStoreModel.task_id,
-                    TaskStateStoreModel.map_index,
-                    TaskStateStoreModel.value,
-                ).where(
-                    TaskStateStoreModel.dag_id == self.dag_id,
-                    TaskStateStoreModel.run_id == self.run_id,
-                    TaskStateStoreModel.key == EVIDENCE_KEY,
-                ),
-                TaskStateStoreModel,
-                task_id,
-                map_index,
-            )
-        ).all()
-        found = {
-            (row.task_id, row.map_index): Stored(row.task_id, row.map_index, _json(row.value))
-            for row in rows
-        }
-        # the XCom holds only the latest decision: read it where the store holds nothing
-        for stored in self._xcoms(EVIDENCE_KEY, task_id, map_index, skip=frozenset(found)):
-            found.setdefault((stored.task_id, stored.map_index), stored)
-        return [found[key] for key in sorted(found)]
+        return self._kept(EVIDENCE_KEY, task_id, map_index)
+
+    def dependency_states(self) -> list[Stored]:
+        """Each task instance's stored view of its pool as a dependency, the whole run's.
+
+        Sorted by task id and map index; which is each pool's latest is the reader's to say.
+        """
+        return self._kept(DEPENDENCY_KEY, None, -1)
 
     def decision_records(self, task_id: str | None = None, map_index: int = -1) -> list[Stored]:
         """The gates' and sensors' decision records, sorted by task id and map index.
@@ -171,6 +159,38 @@ class RunStore:
             for task in tasks
             if RetryWindowLink.name in (task.get("__var", {}).get("_operator_extra_links") or {})
         )
+
+    def _kept(self, key: str, task_id: str | None, map_index: int) -> list[Stored]:
+        """The values of ``key`` in the task state store, or in XCom where the store holds none.
+
+        :param key: the task state store and XCom key.
+        :param task_id: one task instance's task id, or ``None`` for the whole run.
+        :param map_index: its map index (with ``task_id``).
+        """
+        rows = self.session.execute(
+            self._scoped(
+                select(
+                    TaskStateStoreModel.task_id,
+                    TaskStateStoreModel.map_index,
+                    TaskStateStoreModel.value,
+                ).where(
+                    TaskStateStoreModel.dag_id == self.dag_id,
+                    TaskStateStoreModel.run_id == self.run_id,
+                    TaskStateStoreModel.key == key,
+                ),
+                TaskStateStoreModel,
+                task_id,
+                map_index,
+            )
+        ).all()
+        found = {
+            (row.task_id, row.map_index): Stored(row.task_id, row.map_index, _json(row.value))
+            for row in rows
+        }
+        # the XCom holds only the latest value: read it where the store holds nothing
+        for stored in self._xcoms(key, task_id, map_index, skip=frozenset(found)):
+            found.setdefault((stored.task_id, stored.map_index), stored)
+        return [found[place] for place in sorted(found)]
 
     def _xcoms(
         self,

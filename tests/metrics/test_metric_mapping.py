@@ -220,6 +220,56 @@ def test_gate_errors_and_retry_start_refusals_name_the_task() -> None:
     assert refused[0].tags == {"dag_id": "sales", "task_id": "load", "decided_by": "retry-start"}
 
 
+@pytest.mark.parametrize(
+    "name",
+    [metrics.DEPENDENCY_HELD, metrics.DEPENDENCY_PROBE, metrics.DEPENDENCY_RELEASED],
+)
+def test_a_held_probing_or_released_retry_is_counted_by_its_pool(name: str) -> None:
+    found = metrics.dependency_metrics(name, dag_id="sales", task_id="load", pool="positions_api")
+    assert lines(found) == [(name, "counter", 1)]
+    # the pool is a tag, never part of the name: a pool's name is free text
+    assert found[0].tags == {
+        "dag_id": "sales", "task_id": "load", "decided_by": "retry-start", "pool": "positions_api",
+    }  # fmt: skip
+
+
+def test_the_dependency_counters_have_the_agreed_names() -> None:
+    assert (
+        metrics.DEPENDENCY_HELD, metrics.DEPENDENCY_PROBE, metrics.DEPENDENCY_RELEASED,
+        metrics.DEPENDENCY_OPEN,
+    ) == (
+        "retry_window.dependency.held", "retry_window.dependency.probe",
+        "retry_window.dependency.released", "retry_window.dependency.open",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="one of the dependency counters"):
+        metrics.dependency_metrics(metrics.REFUSED, dag_id="d", task_id="t", pool="p")
+
+
+@pytest.mark.parametrize(("is_open", "value"), [(True, 1), (False, 0)])
+def test_a_pools_state_is_a_gauge_of_one_while_it_is_open(is_open: bool, value: int) -> None:
+    found = metrics.dependency_state_metrics("positions_api", is_open=is_open)
+    assert lines(found) == [("retry_window.dependency.open", "gauge", value)]
+    assert found[0].tags == {"pool": "positions_api"}
+
+
+def test_a_dependency_sender_never_raises(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="airflow_retrywindow.metrics"):
+        metrics.dependency_held({}, "positions_api")  # no task in the context
+        metrics.dependency_probe(None, "positions_api")  # type: ignore[arg-type]
+        metrics.dependency_released({"ti": object()}, "positions_api")
+        metrics.dependency_state("positions_api", open="yes")  # type: ignore[arg-type]
+    logged = caplog.text + capsys.readouterr().out
+    for cause in (
+        "KeyError: 'dag'",
+        "ValueError: no task context, so the metric's task is unknown",
+        "AttributeError: 'object' object has no attribute 'dag_id'",
+        "ValueError: open must be true or false, got 'yes'",
+    ):
+        assert f"Retry window metrics were not sent: {cause}" in logged
+
+
 def test_a_sender_never_raises_and_says_why_nothing_was_sent(
     caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:

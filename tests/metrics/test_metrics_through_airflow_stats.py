@@ -50,7 +50,7 @@ def test_every_name_passes_airflows_statsd_and_opentelemetry_checks() -> None:
     )
 
     names = every_name()
-    assert len(names) == 6 + len(Decision) + 2 + 4 + 4 + 3
+    assert len(names) == 6 + len(Decision) + 2 + 4 + 4 + 3 + 4
     for name in names:
         # the StatsD client's check, with Airflow's default prefix in front
         assert stat_name_default_handler(f"airflow.{name}") == f"airflow.{name}"
@@ -183,3 +183,19 @@ def test_an_approved_override_arrives_from_the_gates_record(statsd: Listener) ->
     # beside the model's refusal of load, still counted as the model took it
     load = "dag_id=positions,task_id=load,decided_by=gate,gate_id=retry_gate"
     assert f"{PREFIX}.retry_window.decision.attempts_exhausted,{load}:1|c" in received
+
+
+def test_a_held_probing_and_released_retry_and_the_pool_gauge_arrive(statsd: Listener) -> None:
+    metrics.dependency_held(_context("load"), "positions_api")
+    metrics.dependency_probe(_context("load"), "positions_api")
+    metrics.dependency_released(_context("load"), "positions_api")
+    metrics.dependency_state("positions_api", open=True)
+    metrics.dependency_state("positions_api", open=False)
+    tags = "dag_id=sales,task_id=load,decided_by=retry-start,pool=positions_api"
+    assert statsd.lines() == [
+        f"{PREFIX}.retry_window.dependency.held,{tags}:1|c",
+        f"{PREFIX}.retry_window.dependency.probe,{tags}:1|c",
+        f"{PREFIX}.retry_window.dependency.released,{tags}:1|c",
+        f"{PREFIX}.retry_window.dependency.open,pool=positions_api:1|g",
+        f"{PREFIX}.retry_window.dependency.open,pool=positions_api:0|g",
+    ]

@@ -39,10 +39,12 @@ def test_rows_timeline_and_page_import_nothing_of_airflow() -> None:
     pure = [
         "airflow_retrywindow.links.addresses",
         "airflow_retrywindow.plugins.decision_rows",
+        "airflow_retrywindow.plugins.dependency_rows",
         "airflow_retrywindow.plugins.page",
         "airflow_retrywindow.plugins.run_summary",
         "airflow_retrywindow.plugins.timeline",
         "airflow_retrywindow.records.decision_record",
+        "airflow_retrywindow.records.dependency_state",
         "airflow_retrywindow.records.evidence_entry",
         "airflow_retrywindow.records.stored_fixture",
     ]

@@ -1,0 +1,124 @@
+"""Dependency rows: each pool's state as a dependency, as the run's task instances stored it.
+
+A retry held, probed or released because its pool is failing keeps what it saw
+of the pool under :data:`~airflow_retrywindow.records.dependency_state.KEY`
+(:mod:`~airflow_retrywindow.records.dependency_state`). The view shows, per pool,
+the latest of those records among the run's task instances (by ``readAt``, the
+API server's clock): its state, since when it has been failing, what failed and
+succeeded in the window, the held tries and the probes. A stored value that
+cannot be read is said, naming the task instance, the field and the value;
+it never hides the others and is never guessed at. Every text shown passes
+through :func:`~airflow_retrywindow.plugins.decision_rows.shown`.
+
+Nothing here imports Airflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from airflow_retrywindow.exceptions import RecordError
+from airflow_retrywindow.gate.read import label
+from airflow_retrywindow.plugins.decision_rows import formatted, shown
+from airflow_retrywindow.records.dependency_state import (
+    KEY,
+    DependencyRecord,
+    latest_per_pool,
+)
+
+
+@dataclass(frozen=True)
+class DependencySection:
+    """One pool as a dependency: its latest stored record in the run, as the view shows it.
+
+    :param pool: the pool.
+    :param state: ``open``, ``recovering`` or ``closed``.
+    :param decision: the verdict of the latest record, e.g. ``dependency-held``.
+    :param reason: its one-line reason.
+    :param facts: (name, value) pairs, in the order shown.
+    :param own: what the viewed task instance's own latest record of this pool says,
+        when it has one that is not the latest of the pool.
+    """
+
+    pool: str
+    state: str
+    decision: str
+    reason: str
+    facts: tuple[tuple[str, str], ...]
+    own: str | None = None
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """The run's pools as dependencies, and what could not be read.
+
+    :param sections: one per pool, by pool name.
+    :param problems: one per stored value that cannot be read.
+    """
+
+    sections: tuple[DependencySection, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.sections or self.problems)
+
+
+def dependencies(
+    stored: Iterable[tuple[str, int, object]], *, task_id: str | None = None, map_index: int = -1
+) -> Dependencies:
+    """Each pool's latest stored record among the run's task instances.
+
+    :param stored: per task instance (task id, map index), its value under the dependency key.
+    :param task_id: the task instance the page is about, so that its own record is
+        shown beside its pool's latest; ``None`` on the run's page.
+    :param map_index: its map index.
+    """
+    read: list[tuple[str, DependencyRecord]] = []
+    own: dict[str, DependencyRecord] = {}
+    problems: list[str] = []
+    for owner, index, value in stored:
+        record, problem = _read(value)
+        if record is None:
+            problems.append(shown(f"{label(owner, index)} ({KEY}): {problem}"))
+            continue
+        read.append((label(owner, index), record))
+        if (owner, index) == (task_id, map_index):
+            own[record.pool] = record
+    by = {id(record): owner for owner, record in read}
+    sections = tuple(
+        _section(record, by[id(record)], own.get(record.pool))
+        for record in latest_per_pool([record for _, record in read])
+    )
+    return Dependencies(sections, tuple(problems))
+
+
+def _read(value: object) -> tuple[DependencyRecord | None, str]:
+    """The record a stored value holds, or what cannot be read of it."""
+    if isinstance(value, Mapping) and "version" not in value and "latest" in value:
+        value = value["latest"]  # a history kept in the task state store
+    try:
+        return DependencyRecord.read(value), ""
+    except RecordError as error:
+        return None, str(error)
+    except (ValueError, TypeError, OverflowError) as error:
+        return None, f"cannot be read: {error}"
+
+
+def _section(
+    record: DependencyRecord, source: str, own: DependencyRecord | None
+) -> DependencySection:
+    mine = None
+    if own is not None and own != record:
+        mine = (
+            f"This task instance's latest, read {formatted(own.read_at)}: try "
+            f"{own.try_number} {own.did(formatted)} ({own.decision})"
+        )
+    return DependencySection(
+        pool=shown(record.pool),
+        state=record.state,
+        decision=shown(record.decision),
+        reason=shown(record.reason or "No reason was stored."),
+        facts=tuple((name, shown(value)) for name, value in record.facts(formatted, by=source)),
+        own=shown(mine) if mine else None,
+    )
