@@ -93,12 +93,16 @@ def _read(pool: str, settings: DependencySettings, ti: Any) -> tuple[DependencyS
     from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
     from airflow_retrywindow.timing.time_limit import TimeLimit
 
-    hook = AirflowApiHook(
-        configuration.default_conn_id(),
-        timeout=configuration.api_timeout(),
-        time_limit=TimeLimit.starting_now(configuration.clock_read_limit()),
+    api = AirflowApiHook(
+        configuration.default_conn_id(), timeout=configuration.api_timeout()
+    ).get_conn()
+    # bounded from the first request (reading the connection is not): every try and
+    # wait of the reads stays below what the task's supervisor tolerates of an outage
+    api.time_limit = TimeLimit.starting_now(
+        configuration.clock_read_limit(),
+        what="the read of the pool's task instances",
+        option="clock_read_limit",
     )
-    api = hook.get_conn()
     window = timedelta(seconds=settings.window_seconds)
     since = pendulum.now("UTC") - window
     tries = api.pool_tries(pool, states=WAITING_OR_LIVE)
