@@ -20,7 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from airflow_retrywindow.dependency.settings import MAX_COUNT as MAX_DEPENDENCY_COUNT
+from airflow_retrywindow.dependency.settings import MAX_ROUND as MAX_DEPENDENCY_ROUND
+from airflow_retrywindow.dependency.settings import MAX_WINDOW as MAX_DEPENDENCY_WINDOW
+
+if TYPE_CHECKING:
+    from airflow_retrywindow.dependency.settings import PoolSettings
 
 SECTION = "retry_window"
 
@@ -218,6 +225,69 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "type": "float",
         "example": "0",
         "default": f"{DEFAULT_SENSOR_SHORT_WAIT:g}",
+    },
+    "dependency_round": {
+        "description": _described(
+            """Seconds of one probe round of a pool that is failing as a dependency (the
+            pool of a gated task, other than default_pool), 1 to 3600, on the API
+            server's clock. docs/dependencies.md."""
+        ),
+        "version_added": None,
+        "type": "integer",
+        "example": "30",
+        "default": "60",
+    },
+    "dependency_probe_ratio": {
+        "description": _described(
+            """The share, 0 to 1, of the first tries of the pool in the last round that
+            may probe a failing dependency in a round: max(dependency_min_probes,
+            floor(ratio x first tries))."""
+        ),
+        "version_added": None,
+        "type": "float",
+        "example": "0.1",
+        "default": "0.2",
+    },
+    "dependency_min_probes": {
+        "description": _described(
+            """The probes every round of a failing dependency gets, 1 to 1000."""
+        ),
+        "version_added": None,
+        "type": "integer",
+        "example": "2",
+        "default": "1",
+    },
+    "dependency_trip_tasks": {
+        "description": _described(
+            """How many distinct task instances of a pool must be failing (in the window)
+            before its retries are held, 1 to 1000."""
+        ),
+        "version_added": None,
+        "type": "integer",
+        "example": "5",
+        "default": "3",
+    },
+    "dependency_window": {
+        "description": _described(
+            """Seconds looked back for a pool's failures and successes, 1 to 86400."""
+        ),
+        "version_added": None,
+        "type": "integer",
+        "example": "600",
+        "default": "300",
+    },
+    "dependency_pools": {
+        "description": _described(
+            """Each pool's own settings, as a JSON object by pool name: "off" switches the
+            pool off as a dependency, an object sets any of round, probe_ratio,
+            min_probes, trip_tasks, window for it. A name that is no pool is reported
+            when the pools are read. Empty: every pool but default_pool with the
+            defaults above."""
+        ),
+        "version_added": None,
+        "type": "string",
+        "example": '{"positions_api": {"trip_tasks": 5}, "legacy_db": "off"}',
+        "default": "",
     },
     "view_base_url": {
         "description": _described(
@@ -569,3 +639,86 @@ def view_base_url() -> str:
             )
         return own
     return str(conf.get("api", "base_url", fallback="") or FALLBACK_BASE_URL)
+
+
+def _whole_number(option: str, low: int, high: int) -> int:
+    value = _raw(option)
+    try:
+        number = int(value)
+    except ValueError:
+        number = low - 1
+    if not low <= number <= high:
+        raise ConfigurationError(option, value, f"a whole number from {low} to {high}")
+    return number
+
+
+@reads("dependency_round")
+def dependency_round() -> int:
+    """Seconds of a dependency's probe round (``[retry_window] dependency_round``)."""
+    return _whole_number("dependency_round", 1, MAX_DEPENDENCY_ROUND)
+
+
+@reads("dependency_probe_ratio")
+def dependency_probe_ratio() -> float:
+    """The share of first tries that may probe (``[retry_window] dependency_probe_ratio``)."""
+    value = _raw("dependency_probe_ratio")
+    try:
+        ratio = float(value)
+    except ValueError:
+        ratio = math.nan
+    if not (math.isfinite(ratio) and 0 <= ratio <= 1):
+        raise ConfigurationError("dependency_probe_ratio", value, "a number from 0 to 1")
+    return ratio
+
+
+@reads("dependency_min_probes")
+def dependency_min_probes() -> int:
+    """The probes of every round (``[retry_window] dependency_min_probes``)."""
+    return _whole_number("dependency_min_probes", 1, MAX_DEPENDENCY_COUNT)
+
+
+@reads("dependency_trip_tasks")
+def dependency_trip_tasks() -> int:
+    """Failing task instances that hold a pool's retries
+    (``[retry_window] dependency_trip_tasks``)."""
+    return _whole_number("dependency_trip_tasks", 1, MAX_DEPENDENCY_COUNT)
+
+
+@reads("dependency_window")
+def dependency_window() -> int:
+    """Seconds looked back for a pool's failures (``[retry_window] dependency_window``)."""
+    return _whole_number("dependency_window", 1, MAX_DEPENDENCY_WINDOW)
+
+
+@reads("dependency_pools")
+def dependency_pools() -> str:
+    """The pools' own settings, as JSON text checked on its own (``[retry_window]
+    dependency_pools``); :func:`pool_settings` puts them over the defaults."""
+    from airflow_retrywindow.dependency.settings import DependencySettings
+
+    text = _raw("dependency_pools")
+    _pools_over(DependencySettings(), text)
+    return text
+
+
+def pool_settings() -> PoolSettings:
+    """Every pool's dependency settings: the ``dependency_*`` defaults, and each pool's own."""
+    from airflow_retrywindow.dependency.settings import DependencySettings
+
+    defaults = DependencySettings(
+        round_seconds=dependency_round(),
+        probe_ratio=dependency_probe_ratio(),
+        min_probes=dependency_min_probes(),
+        trip_tasks=dependency_trip_tasks(),
+        window_seconds=dependency_window(),
+    )
+    return _pools_over(defaults, dependency_pools())
+
+
+def _pools_over(defaults: Any, text: str) -> PoolSettings:
+    from airflow_retrywindow.dependency.settings import DependencySettingError, PoolSettings
+
+    try:
+        return PoolSettings.parse(defaults, text, option="dependency_pools")
+    except DependencySettingError as error:
+        raise ConfigurationError("dependency_pools", text, str(error)) from None

@@ -77,6 +77,7 @@ from airflow_retrywindow.configuration import (
     checked_page_size,
     checked_timeout,
 )
+from airflow_retrywindow.dependency.fleet import PoolTry
 from airflow_retrywindow.exceptions import AirflowApiError, ClockError
 from airflow_retrywindow.read_retry import (
     ErrorAnswer,
@@ -163,12 +164,16 @@ class XComKey:
     :param map_index: the pushing task's map index.
     :param key: the XCom key.
     :param timestamp: when it was pushed.
+    :param dag_id: its DAG, when read across DAGs.
+    :param run_id: its run, when read across runs.
     """
 
     task_id: str
     map_index: int
     key: str
     timestamp: pendulum.DateTime
+    dag_id: str | None = None
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -460,6 +465,84 @@ class AirflowApi:
             XComKey(item.task_id, item.map_index, item.key, _aware(item.timestamp))
             for item, _ in self._pages(page, where)
             # the prefix filter is index-friendly but loose: keep exact matches only
+            if item.key.startswith(key_prefix)
+        ]
+
+    def pool_tries(
+        self,
+        pool: str,
+        *,
+        states: Collection[str] = (),
+        ended_since: datetime | None = None,
+    ) -> list[PoolTry]:
+        """The current try of every task instance of ``pool``, across all DAGs and runs.
+
+        One request for up to ``page_size`` rows (the batch listing takes pages of up to
+        1000), more only for a larger pool.
+
+        :param states: only task instances in these states (all when empty).
+        :param ended_since: only tries that ended at or after this time.
+        """
+        from airflow_client.client import (
+            TaskInstanceApi,
+            TaskInstancesBatchBody,
+            TaskInstanceState,
+        )
+
+        api = TaskInstanceApi(self._client())
+
+        def page(offset: int) -> tuple[list[Any], int]:
+            body = TaskInstancesBatchBody(
+                pool=[pool],
+                state=[TaskInstanceState(name) for name in sorted(states)] or None,
+                end_date_gte=ended_since,
+                page_limit=self.page_size,
+                page_offset=offset,
+                order_by="id",
+            )
+            answer = api.get_task_instances_batch(
+                dag_id="~",
+                dag_run_id="~",
+                task_instances_batch_body=body,
+                _request_timeout=self.timeout,
+            )
+            return list(answer.task_instances), int(answer.total_entries or 0)
+
+        return [
+            _pool_try(item) for item, _ in self._pages(page, f"task instances of pool {pool!r}")
+        ]
+
+    def recent_xcom_keys(self, key_prefix: str) -> list[XComKey]:
+        """The newest XCom keys starting with ``key_prefix`` of every DAG and run: one page.
+
+        :param key_prefix: the start of the keys wanted.
+        """
+        from airflow_client.client import XComApi
+
+        api = XComApi(self._client())
+        answer = self._call(
+            f"XCom keys {key_prefix}* of every DAG",
+            lambda: api.get_xcom_entries(
+                dag_id="~",
+                dag_run_id="~",
+                task_id="~",
+                xcom_key_prefix_pattern=key_prefix,
+                limit=self.page_size,
+                offset=0,
+                order_by=["-timestamp"],
+                _request_timeout=self.timeout,
+            ),
+        )
+        return [
+            XComKey(
+                item.task_id,
+                item.map_index,
+                item.key,
+                _aware(item.timestamp),
+                dag_id=item.dag_id,
+                run_id=item.run_id,
+            )
+            for item in answer.xcom_entries
             if item.key.startswith(key_prefix)
         ]
 
@@ -944,6 +1027,20 @@ def _row(item: Any, seen: pendulum.DateTime) -> TaskInstanceRow:
         pool=item.pool,
         pool_slots=item.pool_slots,
         observed_at=seen,
+    )
+
+
+def _pool_try(item: Any) -> PoolTry:
+    return PoolTry(
+        dag_id=item.dag_id,
+        run_id=item.dag_run_id,
+        task_id=item.task_id,
+        map_index=int(item.map_index if item.map_index is not None else -1),
+        state=None if item.state is None else str(getattr(item.state, "value", item.state)),
+        try_number=int(item.try_number or 0),
+        max_tries=int(item.max_tries or 0),
+        start_date=_aware(item.start_date) if item.start_date else None,
+        end_date=_aware(item.end_date) if item.end_date else None,
     )
 
 

@@ -56,7 +56,47 @@ def task_problem(task: Any) -> str | None:
     dag = task.dag if task.has_dag() else None
     # a deadline taken from the DAG's alerts can be checked before any run
     found = task.retry_policy.deadline.problems_in(dag) if dag is not None else []
-    return f"task {task.task_id!r}: {'; '.join(found)}" if found else None
+    if found:
+        return f"task {task.task_id!r}: {'; '.join(found)}"
+    return dependency_problem(task)
+
+
+def dependency_problem(task: Any) -> str | None:
+    """Why a gated task's pool cannot be watched as its dependency, or ``None``.
+
+    A pool other than ``default_pool`` is read through the provider's default
+    connection to Airflow's REST API at every retry's start; without that
+    connection every retry of the task would be held until its deadline.
+    """
+    from airflow_retrywindow import configuration
+
+    pool = str(getattr(task, "pool", "") or "")
+    if configuration.pool_settings().of(pool) is None:
+        return None
+    conn_id = configuration.default_conn_id()
+    if connection_exists(conn_id) is not False:
+        return None
+    return (
+        f"task {task.task_id!r} runs in pool {pool!r}, a dependency whose retries are held "
+        f"while it fails, which is read through the connection {conn_id!r} ([retry_window] "
+        "default_conn_id) to Airflow's REST API; that connection does not exist. Create it, "
+        "or switch the pool off: [retry_window] dependency_pools = "
+        f'{{"{pool}": "off"}}'
+    )
+
+
+def connection_exists(conn_id: str) -> bool | None:
+    """Whether Airflow knows the connection ``conn_id``; ``None`` when it cannot tell."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return False
+    except Exception:  # no way to ask here (no database, no supervisor): not a refusal
+        return None
+    return True
 
 
 def starts_in_triggerer(task: Any) -> str | None:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from airflow_retrywindow import metrics
+from airflow_retrywindow.dependency.check import dependency_verdict
 from airflow_retrywindow.policies import lost_try
 from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.try_start import (
@@ -102,6 +103,9 @@ class RetryStartCheck:
             if permission == evidence.STARTED:
                 return None
             if permission == evidence.DECIDED:
+                held = dependency_verdict(context) if previous is not None else None
+                if held is not None:
+                    return held
                 return self._start_decided(context, first_of_window=previous is None)
             lost = (
                 _lost_try(policy, task, ti, history, previous)

@@ -22,15 +22,21 @@ class TimeLimit:
 
     :param seconds: how long the decision may take.
     :param started: :func:`time.monotonic` when it started.
+    :param what: what is limited, for a refusal.
+    :param option: the ``[retry_window]`` option that sets the limit.
     """
 
     seconds: float
     started: float
+    what: str = "the gate's decision"
+    option: str = "gate_timeout"
 
     @classmethod
-    def starting_now(cls, seconds: float) -> TimeLimit:
-        """A limit of ``seconds`` from now."""
-        return cls(seconds=float(seconds), started=time.monotonic())
+    def starting_now(
+        cls, seconds: float, *, what: str = "the gate's decision", option: str = "gate_timeout"
+    ) -> TimeLimit:
+        """A limit of ``seconds`` from now on ``what``, set by ``option``."""
+        return cls(seconds=float(seconds), started=time.monotonic(), what=what, option=option)
 
     def left(self) -> float:
         """Seconds left, never below 0."""
@@ -53,7 +59,7 @@ class TimeLimit:
     def describe(self) -> str:
         """The limit in words, for a refusal: what ran out and what to change."""
         return (
-            f"the gate's decision ran out of its {self.seconds:g} s ([retry_window] "
-            "gate_timeout) before it could read everything it needs, so nothing is decided: "
-            "check that the API server answers promptly, or raise gate_timeout"
+            f"{self.what} ran out of its {self.seconds:g} s ([retry_window] "
+            f"{self.option}) before it could read everything it needs, so nothing is decided: "
+            f"check that the API server answers promptly, or raise {self.option}"
         )

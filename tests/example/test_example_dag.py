@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -38,16 +39,43 @@ print(sorted(bag.dag_ids))
 """
 
 
-@pytest.mark.airflow
-def test_every_dag_file_parses_without_cycles_and_passes_check_dag(airflow_db: Path) -> None:
-    done = subprocess.run(
+#: the connection the gated tasks' pool is read through, as a deployment defines it
+API_CONNECTION = {"AIRFLOW_CONN_AIRFLOW_API_DEFAULT": "http://admin:admin@localhost:8080"}
+
+
+def parse_dags(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-c", PARSE.format(folder=str(ROOT / "dags"))],
         capture_output=True,
         text=True,
         check=False,
+        env=environment,
     )
+
+
+@pytest.mark.airflow
+def test_every_dag_file_parses_without_cycles_and_passes_check_dag(airflow_db: Path) -> None:
+    done = parse_dags({**os.environ, **API_CONNECTION})
     assert done.returncode == 0, done.stderr[-3000:]
     assert DAG_ID in done.stdout
+
+
+@pytest.mark.airflow
+def test_a_gated_task_in_a_pool_is_refused_without_the_connection_its_pool_is_read_with(
+    airflow_db: Path,
+) -> None:
+    environment = {key: value for key, value in os.environ.items() if key not in API_CONNECTION}
+    done = parse_dags(environment)
+    assert done.returncode != 0
+    # the import errors are printed as a repr: the quotes come escaped
+    shown = done.stderr.replace("\\'", "'")
+    assert "task 'extract_positions' runs in pool 'positions_db', a dependency" in shown, shown
+    assert "connection 'airflow_api_default' ([retry_window] default_conn_id)" in shown
+    switched_off = {
+        **environment,
+        "AIRFLOW__RETRY_WINDOW__DEPENDENCY_POOLS": '{"positions_db": "off"}',
+    }
+    assert parse_dags(switched_off).returncode == 0
 
 
 @pytest.fixture(scope="module")

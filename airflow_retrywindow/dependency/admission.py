@@ -1,0 +1,244 @@
+"""Whether one starting retry runs, probes, waits or is refused while its pool fails (pure).
+
+**Probes.** Rounds of ``round_seconds`` run on the API server's clock. Each round's
+probes are the first ``budget`` task instances of the eligible ones (failing,
+waiting or in a retry, with at least 2 attempts left) ordered by a hash of the pool,
+the round and the task instance. Every worker that reads the same pool in the same
+round orders them alike, so no lock is needed; a task instance probes at most once
+a round (its own task state store remembers the round). The order changes every
+round, so the probes rotate among the task instances.
+
+**Holds.** A held retry is checked again after its own backoff, doubled at each hold
+(at most :data:`~.settings.MAX_HOLD`), never before the next round, and earlier
+only for the round in which it is a probe. A spread of up to a fifth of the hold,
+the same for a given try every time, keeps the held retries from coming back at
+the same instant. A hold never runs past the retry's latest start (the deadline
+less one attempt and its validation); a retry still held there is refused.
+
+**Release.** Once something of the pool succeeds after the latest failure, the
+held retries come back in waves: ``2 x budget`` task instances in the first round,
+twice as many each round after, never more than the pool's open slots.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pendulum
+
+from airflow_retrywindow.dependency.fleet import CLOSED, OPEN, DependencyState, TaskKey
+from airflow_retrywindow.dependency.settings import MAX_HOLD, DependencySettings
+
+RUN = "run"
+PROBE = "probe"
+RELEASE = "release"
+HOLD = "hold"
+REFUSE = "refuse"
+#: the verdict of a held retry
+DEPENDENCY_HELD = "dependency-held"
+#: the model's verdict for a retry that can no longer finish before its deadline
+DEADLINE_INFEASIBLE = "deadline-infeasible"
+#: the model's verdict for a retry that may run now
+RETRY_ELIGIBLE = "retry-eligible"
+#: the share of a hold its spread may add
+SPREAD = 0.2
+#: rounds looked ahead for the one in which a held retry probes
+LOOKAHEAD_ROUNDS = 60
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The retry that is starting.
+
+    :param key: its task instance.
+    :param try_number: the try that starts.
+    :param attempts_left: tries still open to it, this one included.
+    :param backoff_seconds: the wait its own retry settings give this try.
+    :param latest_start: when it must start at the latest to finish, validation
+        included, before its deadline, on the API server's clock.
+    :param holds: how often this try was held before.
+    :param probed_round: the round it last probed in, if any.
+    """
+
+    key: TaskKey
+    try_number: int
+    attempts_left: int
+    backoff_seconds: int
+    latest_start: pendulum.DateTime | None
+    holds: int = 0
+    probed_round: int | None = None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What a starting retry does, and why.
+
+    :param action: ``run``, ``probe``, ``release``, ``hold`` or ``refuse``.
+    :param decision: the verdict recorded: ``retry-eligible``, ``dependency-held`` or
+        ``deadline-infeasible``.
+    :param reason: why, naming the pool's state.
+    :param round: the round it was decided in.
+    :param budget: the probes of that round.
+    :param hold_until: when a held retry is checked again.
+    :param next_probe: the start of the next round that probes.
+    """
+
+    action: str
+    decision: str
+    reason: str
+    round: int
+    budget: int
+    hold_until: pendulum.DateTime | None = None
+    next_probe: pendulum.DateTime | None = None
+
+    @property
+    def runs(self) -> bool:
+        """Whether the retry runs now."""
+        return self.action in (RUN, PROBE, RELEASE)
+
+
+def round_of(at: pendulum.DateTime, settings: DependencySettings) -> int:
+    """The round ``at`` falls in (rounds count from the Unix epoch)."""
+    return int(at.timestamp()) // settings.round_seconds
+
+
+def round_start(number: int, settings: DependencySettings) -> pendulum.DateTime:
+    """When round ``number`` starts."""
+    return pendulum.from_timestamp(number * settings.round_seconds, tz="UTC")
+
+
+def probes_of(
+    state: DependencyState, number: int, settings: DependencySettings
+) -> tuple[TaskKey, ...]:
+    """The task instances that probe in round ``number``, in their order."""
+    budget = settings.budget(state.first_tries)
+    ranked = sorted(state.eligible, key=lambda key: _hash(state.pool, number, key))
+    return tuple(ranked[:budget])
+
+
+def admit(
+    state: DependencyState,
+    retry: Retry,
+    settings: DependencySettings,
+    released_this_round: int = 0,
+) -> Admission:
+    """What ``retry`` does with its pool in ``state``, decided at ``state.read_at``.
+
+    :param released_this_round: retries of the pool let run since this round began,
+        this one not included (only read while the pool recovers).
+    """
+    now = state.read_at
+    number = round_of(now, settings)
+    budget = settings.budget(state.first_tries)
+    facts = state.describe(settings)
+    if state.state == CLOSED:
+        return Admission(RUN, RETRY_ELIGIBLE, f"{RETRY_ELIGIBLE}: {facts}", number, budget)
+    if state.state == OPEN and _probes(state, retry, number, settings) and _in_time(retry, now):
+        return Admission(
+            PROBE,
+            RETRY_ELIGIBLE,
+            f"{RETRY_ELIGIBLE}: this retry probes pool {state.pool} in its round "
+            f"({budget} probe(s) a round); {facts}",
+            number,
+            budget,
+        )
+    if state.state != OPEN and released_this_round < _wave(state, number, budget, settings):
+        return Admission(
+            RELEASE,
+            RETRY_ELIGIBLE,
+            f"{RETRY_ELIGIBLE}: released in a wave of the held retries; {facts}",
+            number,
+            budget,
+        )
+    return _hold(state, retry, settings, number, budget, facts)
+
+
+def _hold(  # noqa: PLR0917
+    state: DependencyState,
+    retry: Retry,
+    settings: DependencySettings,
+    number: int,
+    budget: int,
+    facts: str,
+) -> Admission:
+    now = state.read_at
+    if not _in_time(retry, now):
+        assert retry.latest_start is not None  # _in_time is only False with one
+        return Admission(
+            REFUSE,
+            DEADLINE_INFEASIBLE,
+            f"{DEADLINE_INFEASIBLE}: {facts}; held past its latest start "
+            f"{retry.latest_start.format('HH:mm:ss [UTC]')}, the retry cannot finish, "
+            "validation included, before its deadline",
+            number,
+            budget,
+        )
+    until, probe_round = _hold_until(state, retry, settings, number)
+    if retry.latest_start is not None and until > retry.latest_start:
+        until = retry.latest_start
+    next_probe = round_start(probe_round, settings) if probe_round is not None else None
+    return Admission(
+        HOLD,
+        DEPENDENCY_HELD,
+        f"{DEPENDENCY_HELD}: {facts}; held until {until.format('HH:mm:ss [UTC]')} "
+        f"(try {retry.try_number} is not spent; {budget} probe(s) a round)",
+        number,
+        budget,
+        hold_until=until,
+        next_probe=next_probe,
+    )
+
+
+def _hold_until(
+    state: DependencyState, retry: Retry, settings: DependencySettings, number: int
+) -> tuple[pendulum.DateTime, int | None]:
+    """When a held retry is checked again, and the round it probes in, if one is near."""
+    now = state.read_at
+    if state.state != OPEN:
+        # recovering: back in the next round's wave, spread over that round
+        at = round_start(number + 1, settings)
+        return at + _spread(retry, settings.round_seconds), None
+    grown = min(max(retry.backoff_seconds, 1) * 2**retry.holds, MAX_HOLD)
+    until = max(now + timedelta(seconds=grown), round_start(number + 1, settings))
+    until += _spread(retry, grown)
+    last = round_of(until, settings)
+    for ahead in range(number + 1, min(last, number + LOOKAHEAD_ROUNDS) + 1):
+        if retry.key in probes_of(state, ahead, settings):
+            at = round_start(ahead, settings) + _spread(retry, settings.round_seconds // 4)
+            return min(until, at), ahead
+    return until, None
+
+
+def _probes(
+    state: DependencyState, retry: Retry, number: int, settings: DependencySettings
+) -> bool:
+    return (
+        retry.attempts_left >= 2
+        and retry.probed_round != number
+        and retry.key in probes_of(state, number, settings)
+    )
+
+
+def _wave(state: DependencyState, number: int, budget: int, settings: DependencySettings) -> int:
+    """The retries a recovering pool lets run in round ``number``."""
+    if state.last_success is None:
+        return 0
+    waves = max(number - round_of(state.last_success, settings), 0)
+    size: int = 2 * max(budget, 1) << min(waves, 20)
+    return size if state.open_slots is None else min(size, max(state.open_slots, 0))
+
+
+def _in_time(retry: Retry, now: pendulum.DateTime) -> bool:
+    return retry.latest_start is None or now < retry.latest_start
+
+
+def _spread(retry: Retry, seconds: float) -> timedelta:
+    fraction = _hash("spread", retry.try_number * 1000 + retry.holds, retry.key) / 2**64
+    return timedelta(seconds=round(SPREAD * seconds * fraction if seconds > 0 else 0, 3))
+
+
+def _hash(pool: str, number: int, key: TaskKey) -> int:
+    text = "|".join([pool, str(number), *map(str, key)])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], byteorder="big")

@@ -1,0 +1,273 @@
+"""A pool's task instances as read, and the dependency's state worked out from them (pure).
+
+Nothing new is stored to know the state: it comes from what Airflow records of the
+pool's task instances, read in one listing (:mod:`.check`). A task instance counts as
+*failing* when
+
+* it waits for a retry (``up_for_retry``): a gated task's policy hands a retry back
+  to Airflow only for a failure it classed retryable (a terminal one ends ``failed``
+  at once, so one task's own bug never counts);
+* it is in a retry that has not ended (``up_for_reschedule``, ``scheduled``,
+  ``queued``, ``running`` or ``deferred`` at try 2 or later): its last try failed and
+  nothing has succeeded since;
+* it ended ``failed`` with the XCom key the policy pushes for a failure it classed
+  retryable or unknown (refused for its deadline, or an unknown outcome).
+
+The dependency is ``open`` while ``trip_tasks`` or more task instances are failing
+and nothing of the pool has succeeded since the latest failure; ``recovering`` once
+something has; ``closed`` below the threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+
+from airflow_retrywindow.dependency.settings import DependencySettings
+
+OPEN = "open"
+RECOVERING = "recovering"
+CLOSED = "closed"
+FORCED_STATES = (OPEN, CLOSED)
+
+#: Airflow's states of a task instance this module reads
+UP_FOR_RETRY = "up_for_retry"
+UP_FOR_RESCHEDULE = "up_for_reschedule"
+FAILED = "failed"
+SUCCESS = "success"
+#: a try that has started or is about to, and has not ended
+LIVE = frozenset({"scheduled", "queued", "running", "deferred", "restarting"})
+#: the states the listing of live task instances asks for
+WAITING_OR_LIVE = frozenset({UP_FOR_RETRY, UP_FOR_RESCHEDULE, *LIVE})
+#: the states the listing of recent outcomes asks for
+ENDED = frozenset({SUCCESS, FAILED})
+
+#: a task instance: DAG, run, task, map index
+TaskKey = tuple[str, str, str, int]
+
+
+@dataclass(frozen=True)
+class PoolTry:
+    """The current try of one task instance of the pool, as the REST API listed it.
+
+    :param dag_id: its DAG.
+    :param run_id: its DAG run.
+    :param task_id: its task.
+    :param map_index: ``-1`` unless the task is mapped.
+    :param state: Airflow's state name, ``None`` when it has none.
+    :param try_number: Airflow's try number (for ``up_for_retry``, the try that failed).
+    :param max_tries: Airflow's ``max_tries``.
+    :param start_date: when the try started.
+    :param end_date: when it ended.
+    """
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    state: str | None
+    try_number: int
+    max_tries: int
+    start_date: pendulum.DateTime | None
+    end_date: pendulum.DateTime | None
+
+    @property
+    def key(self) -> TaskKey:
+        """The task instance this try belongs to."""
+        return (self.dag_id, self.run_id, self.task_id, self.map_index)
+
+    @property
+    def in_retry(self) -> bool:
+        """Whether this is a retry that has not ended: try 2 or later, waiting or live."""
+        return self.try_number >= 2 and (self.state in LIVE or self.state == UP_FOR_RESCHEDULE)
+
+    @property
+    def attempts_left(self) -> int:
+        """Tries still open to the task instance, the next or current one included."""
+        next_try = self.try_number + 1 if self.state == UP_FOR_RETRY else self.try_number
+        return self.max_tries - next_try + 2
+
+
+def label(key: TaskKey) -> str:
+    """``dag.task[3] (run)`` for a task instance."""
+    dag_id, run_id, task_id, map_index = key
+    task = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+    return f"{dag_id}.{task} ({run_id})"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What one read found of a pool.
+
+    :param pool: the pool's name.
+    :param read_at: when it was read, on the API server's clock.
+    :param tries: the current try of each task instance listed.
+    :param counted_failed: task instances whose ``failed`` try the policy classed
+        retryable or unknown (its XCom key says so).
+    :param open_slots: the pool's open slots, ``None`` when unlimited or not read.
+    :param forced: ``"open"`` or ``"closed"`` when on-call forces the state.
+    """
+
+    pool: str
+    read_at: pendulum.DateTime
+    tries: tuple[PoolTry, ...]
+    counted_failed: frozenset[TaskKey] = frozenset()
+    open_slots: int | None = None
+    forced: str | None = None
+
+    def failing(self, window_start: pendulum.DateTime) -> list[PoolTry]:
+        """The tries that count as failing, one per task instance (see the module)."""
+        found = {}
+        for item in self.tries:
+            counted = item.key in self.counted_failed and _ended_within(item, FAILED, window_start)
+            if counted or item.in_retry or _ended_within(item, UP_FOR_RETRY, window_start):
+                found[item.key] = item
+        return list(found.values())
+
+    def state(self, settings: DependencySettings) -> DependencyState:
+        """The dependency's state as this read shows it."""
+        window_start = self.read_at - timedelta(seconds=settings.window_seconds)
+        failing = self.failing(window_start)
+        failures = [
+            item.end_date
+            for item in failing
+            if item.end_date is not None and item.state in (UP_FOR_RETRY, FAILED)
+        ]
+        successes = [
+            item.end_date for item in self.tries if _ended_within(item, SUCCESS, window_start)
+        ]
+        last_failure = max(failures, default=None)
+        last_success = max((at for at in successes if at is not None), default=None)
+        if self.forced in FORCED_STATES:
+            state = str(self.forced)
+        elif len(failing) < settings.trip_tasks:
+            state = CLOSED
+        elif last_success is None or (last_failure is not None and last_failure > last_success):
+            state = OPEN
+        else:
+            state = RECOVERING
+        round_start = self.read_at - timedelta(seconds=settings.round_seconds)
+        first_tries = sum(
+            1
+            for item in self.tries
+            if item.try_number == 1
+            and item.start_date is not None
+            and item.start_date >= round_start
+        )
+        return DependencyState(
+            pool=self.pool,
+            state=state,
+            forced=self.forced,
+            read_at=self.read_at,
+            failing=tuple(sorted(item.key for item in failing)),
+            eligible=tuple(sorted(item.key for item in failing if _may_probe(item))),
+            failing_since=_earliest(failing),
+            last_failure=last_failure,
+            last_success=last_success,
+            successes=len(successes),
+            first_tries=first_tries,
+            held=sum(1 for item in failing if item.state == UP_FOR_RESCHEDULE),
+            last_probe=_last_probe(self.tries),
+            open_slots=self.open_slots,
+        )
+
+
+@dataclass(frozen=True)
+class DependencyState:
+    """The dependency's state at one read, and the facts it was worked out from.
+
+    :param pool: the pool.
+    :param state: ``open``, ``recovering`` or ``closed``.
+    :param forced: the state on-call forced, if any.
+    :param read_at: when it was read, on the API server's clock.
+    :param failing: the task instances failing in the window.
+    :param eligible: those of them that may probe: waiting or in a retry, with at
+        least 2 attempts left (a failed probe spends one).
+    :param failing_since: the earliest failure or retry of those, as far as the read shows.
+    :param last_failure: the latest failure seen to end.
+    :param last_success: the latest success of the pool in the window.
+    :param successes: the successes of the pool in the window.
+    :param first_tries: first tries of the pool started in the last round.
+    :param held: retries waiting at their start (``up_for_reschedule``).
+    :param last_probe: the start of the latest retry seen to end.
+    :param open_slots: the pool's open slots, when read.
+    """
+
+    pool: str
+    state: str
+    forced: str | None
+    read_at: pendulum.DateTime
+    failing: tuple[TaskKey, ...]
+    eligible: tuple[TaskKey, ...]
+    failing_since: pendulum.DateTime | None
+    last_failure: pendulum.DateTime | None
+    last_success: pendulum.DateTime | None
+    successes: int
+    first_tries: int
+    held: int
+    last_probe: pendulum.DateTime | None
+    open_slots: int | None
+
+    def describe(self, settings: DependencySettings) -> str:
+        """One line for a reason: what the pool's state is and what it rests on."""
+        if self.forced:
+            return f"pool {self.pool} is forced {self.forced} by on-call"
+        since = (
+            f" since {self.failing_since.format('HH:mm:ss [UTC]')}" if self.failing_since else ""
+        )
+        success = (
+            f"last success {self.last_success.format('HH:mm:ss [UTC]')}"
+            if self.last_success
+            else "no success"
+        )
+        return (
+            f"pool {self.pool} is {self.state}: {len(self.failing)} task instances failing"
+            f"{since} in the last {settings.window_seconds} s, {success}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The facts, as kept beside a decision."""
+        return {
+            "pool": self.pool,
+            "state": self.state,
+            "forced": self.forced,
+            "readAt": _iso(self.read_at),
+            "failingSince": _iso(self.failing_since),
+            "failingTasks": len(self.failing),
+            "successes": self.successes,
+            "firstTries": self.first_tries,
+            "held": self.held,
+            "lastProbe": _iso(self.last_probe),
+            "lastSuccess": _iso(self.last_success),
+            "openSlots": self.open_slots,
+        }
+
+
+def _ended_within(item: PoolTry, state: str, since: pendulum.DateTime) -> bool:
+    return item.state == state and item.end_date is not None and item.end_date >= since
+
+
+def _may_probe(item: PoolTry) -> bool:
+    return item.state != FAILED and item.attempts_left >= 2
+
+
+def _earliest(tries: Collection[PoolTry]) -> pendulum.DateTime | None:
+    times = [item.end_date or item.start_date for item in tries]
+    return min((at for at in times if at is not None), default=None)
+
+
+def _last_probe(tries: Collection[PoolTry]) -> pendulum.DateTime | None:
+    ended = (
+        item.start_date
+        for item in tries
+        if item.try_number >= 2 and item.state in (UP_FOR_RETRY, FAILED, SUCCESS)
+    )
+    return max((at for at in ended if at is not None), default=None)
+
+
+def _iso(at: pendulum.DateTime | None) -> str | None:
+    return at.isoformat() if at is not None else None
