@@ -447,25 +447,3 @@ def _airflow_stats() -> Any:
     except ImportError:
         return None
     return Stats
-
-
-#: a pool's dependency: held retries, probes, released retries, and whether it is open
-DEPENDENCY_COUNTERS = {
-    "hold": "retry_window.dependency.held",
-    "probe": "retry_window.dependency.probe",
-    "release": "retry_window.dependency.released",
-}
-DEPENDENCY_OPEN = "retry_window.dependency.open"
-
-
-def dependency_decided(context: Mapping[str, Any], *, pool: str, action: str, state: str) -> None:
-    """Count a retry a failing pool held, probed with or released, and gauge the pool's state."""
-
-    def build() -> list[Metric]:
-        tags = {**_task_of(context), "pool": metric_word(pool)}
-        found = [Metric(DEPENDENCY_OPEN, GAUGE, int(state == "open"), {"pool": metric_word(pool)})]
-        if action in DEPENDENCY_COUNTERS:
-            found.append(Metric(DEPENDENCY_COUNTERS[action], COUNTER, 1, tags))
-        return found
-
-    _send_safely(build)

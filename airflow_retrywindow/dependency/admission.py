@@ -28,20 +28,21 @@ from datetime import timedelta
 
 import pendulum
 
-from airflow_retrywindow.dependency.fleet import CLOSED, OPEN, DependencyState, TaskKey
+from airflow_retrywindow.dependency.fleet import DependencyState, TaskKey
 from airflow_retrywindow.dependency.settings import MAX_HOLD, DependencySettings
+from airflow_retrywindow.model.decisions import Decision
+from airflow_retrywindow.records.dependency_state import CLOSED, OPEN
+from airflow_retrywindow.verdicts import DEPENDENCY_HELD
 
 RUN = "run"
 PROBE = "probe"
 RELEASE = "release"
 HOLD = "hold"
 REFUSE = "refuse"
-#: the verdict of a held retry
-DEPENDENCY_HELD = "dependency-held"
-#: the model's verdict for a retry that can no longer finish before its deadline
-DEADLINE_INFEASIBLE = "deadline-infeasible"
-#: the model's verdict for a retry that may run now
-RETRY_ELIGIBLE = "retry-eligible"
+#: the model's verdicts for a retry that can no longer finish before its deadline, and
+#: for one that may run now
+DEADLINE_INFEASIBLE = Decision.DEADLINE_INFEASIBLE.value
+RETRY_ELIGIBLE = Decision.RETRY_ELIGIBLE.value
 #: the share of a hold its spread may add
 SPREAD = 0.2
 #: rounds looked ahead for the one in which a held retry probes
@@ -153,6 +154,34 @@ def admit(
             budget,
         )
     return _hold(state, retry, settings, number, budget, facts)
+
+
+def unread(
+    pool: str, retry: Retry, settings: DependencySettings, cause: str, now: pendulum.DateTime
+) -> Admission:
+    """What ``retry`` does when its pool could not be read: held for its own backoff.
+
+    Never let run on a dependency nobody could check, and never spent: refused only at
+    its latest start, like any held retry.
+    """
+    number = round_of(now, settings)
+    facts = f"pool {pool} could not be read ({cause})"
+    if not _in_time(retry, now):
+        return Admission(
+            REFUSE, DEADLINE_INFEASIBLE, f"{DEADLINE_INFEASIBLE}: {facts}; past its latest start",
+            number, 0,
+        )  # fmt: skip
+    until = now + timedelta(seconds=max(retry.backoff_seconds, 1))
+    if retry.latest_start is not None:
+        until = min(until, retry.latest_start)
+    return Admission(
+        HOLD,
+        DEPENDENCY_HELD,
+        f"{DEPENDENCY_HELD}: {facts}; held until {until.format('HH:mm:ss [UTC]')}",
+        number,
+        0,
+        hold_until=until,
+    )
 
 
 def _hold(  # noqa: PLR0917

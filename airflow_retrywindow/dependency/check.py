@@ -22,17 +22,18 @@ import pendulum
 from airflow_retrywindow import configuration, metrics
 from airflow_retrywindow.dependency.admission import (
     HOLD,
+    PROBE,
     REFUSE,
+    RELEASE,
     Admission,
     Retry,
     admit,
     round_of,
     round_start,
+    unread,
 )
 from airflow_retrywindow.dependency.fleet import (
     ENDED,
-    FORCED_STATES,
-    RECOVERING,
     WAITING_OR_LIVE,
     DependencyState,
     Fleet,
@@ -43,15 +44,20 @@ from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.policies.try_start import REFUSE as REFUSED
 from airflow_retrywindow.policies.try_start import RESCHEDULE, StartVerdict
 from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records.dependency_state import (
+    FORCED,
+    KEY,
+    OPEN,
+    RECOVERING,
+    UNREAD,
+    DependencyRecord,
+)
 from airflow_retrywindow.redaction import describe_exception
 
 log = logging.getLogger(__name__)
 
-#: where a try's dependency decision is kept (task state store and XCom)
-KEY = "retry_window_dependency"
 #: the Airflow Variable on-call sets to force a pool ``open`` or ``closed``
 FORCE_VARIABLE = "retry_window_dependency_{pool}"
-VERSION = 1
 #: the failure classes that count (a terminal failure is the task's own)
 _COUNTED = (evidence.RETRYABLE, evidence.UNKNOWN)
 
@@ -76,7 +82,7 @@ def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
     except Exception as error:
         cause = describe_exception(error)
         log.warning("Retry window: pool %s could not be read (%s)", task.pool, cause)
-        admission = _unread(str(task.pool), retry, settings, cause)
+        admission = unread(str(task.pool), retry, settings, cause, pendulum.now("UTC"))
     else:
         admission = admit(state, retry, settings, released)
     _keep(context, store, kept, admission, state, settings)
@@ -170,12 +176,12 @@ def _forced(pool: str) -> str | None:
     if value is None or not str(value).strip():
         return None
     forced = str(value).strip().lower()
-    if forced not in FORCED_STATES:
+    if forced not in FORCED:
         log.warning(
             "Retry window: Variable %s = %r is neither %s; it is ignored",
             name,
             value,
-            " nor ".join(FORCED_STATES),
+            " nor ".join(sorted(FORCED)),
         )
         return None
     return forced
@@ -199,40 +205,14 @@ def _retry(context: Mapping[str, Any], kept: Mapping[str, Any]) -> Retry:
     )
 
 
-def _unread(pool: str, retry: Retry, settings: DependencySettings, cause: str) -> Admission:
-    from airflow_retrywindow.dependency.admission import DEADLINE_INFEASIBLE, DEPENDENCY_HELD
-
-    now = pendulum.now("UTC")
-    number = round_of(now, settings)
-    facts = f"pool {pool} could not be read ({cause})"
-    if retry.latest_start is not None and now >= retry.latest_start:
-        return Admission(
-            REFUSE,
-            DEADLINE_INFEASIBLE,
-            f"{DEADLINE_INFEASIBLE}: {facts}; past its latest start",
-            number,
-            0,
-        )
-    until = now + timedelta(seconds=max(retry.backoff_seconds, 1))
-    if retry.latest_start is not None:
-        until = min(until, retry.latest_start)
-    return Admission(
-        HOLD,
-        DEPENDENCY_HELD,
-        f"{DEPENDENCY_HELD}: {facts}; held until {until.format('HH:mm:ss [UTC]')}",
-        number,
-        0,
-        hold_until=until,
-    )
-
-
 def _kept(value: object, try_number: int) -> dict[str, Any]:
     """What this try kept of its earlier checks: its holds and the round it probed in."""
-    if not isinstance(value, dict) or value.get("version") != VERSION:
+    found = DependencyRecord.of(value)
+    if found is None:
         return {}
-    if value.get("tryNumber") != try_number:
-        return {"probedRound": value.get("probedRound")}
-    return value
+    if found.try_number != try_number:
+        return {"probedRound": found.probed_round}
+    return {"holds": found.holds, "probedRound": found.probed_round}
 
 
 def _keep(  # noqa: PLR0917
@@ -243,32 +223,48 @@ def _keep(  # noqa: PLR0917
     state: DependencyState | None,
     settings: DependencySettings,
 ) -> None:
-    ti = context["ti"]
-    holds = int(kept.get("holds", 0)) + (1 if admission.action == HOLD else 0)
-    probed = admission.round if admission.action == "probe" else kept.get("probedRound")
-    record = {
-        "version": VERSION,
-        **(state.as_dict() if state is not None else {"pool": str(context["task"].pool)}),
-        "budget": admission.budget,
-        "round": admission.round,
-        "roundStart": round_start(admission.round, settings).isoformat(),
-        "roundSeconds": settings.round_seconds,
-        "nextProbe": admission.next_probe.isoformat() if admission.next_probe else None,
-        "settings": settings.as_dict(),
-        "tryNumber": int(ti.try_number),
-        "action": admission.action,
-        "decision": admission.decision,
-        "holdUntil": admission.hold_until.isoformat() if admission.hold_until else None,
-        "reason": admission.reason,
-        "holds": holds,
-        "probedRound": probed,
-    }
+    ti, pool = context["ti"], str(context["task"].pool)
+    now = state.read_at if state is not None else pendulum.now("UTC")
+    record = DependencyRecord(
+        pool=pool,
+        state=state.state if state is not None else UNREAD,
+        forced=state.forced if state is not None else None,
+        read_at=now,
+        failing_since=state.failing_since if state is not None else None,
+        failing_tasks=len(state.failing) if state is not None else 0,
+        successes=state.successes if state is not None else 0,
+        first_tries=state.first_tries if state is not None else 0,
+        held=state.held if state is not None else 0,
+        budget=admission.budget,
+        round_start=round_start(admission.round, settings),
+        round_seconds=settings.round_seconds,
+        last_probe=state.last_probe if state is not None else None,
+        next_probe=admission.next_probe,
+        try_number=int(ti.try_number),
+        action=admission.action,
+        decision=admission.decision,
+        hold_until=admission.hold_until,
+        reason=admission.reason,
+        holds=int(kept.get("holds", 0)) + (1 if admission.action == HOLD else 0),
+        probed_round=admission.round if admission.action == PROBE else kept.get("probedRound"),
+    )
     try:
-        store.set(KEY, record)
-        ti.xcom_push(key=KEY, value=record)
+        store.set(KEY, record.as_dict())
+        ti.xcom_push(key=KEY, value=record.as_dict())
     except Exception:
         # a hold not kept only forgets how long it has been held: the next one is shorter
         log.exception("Could not store the retry window dependency decision")
-    metrics.dependency_decided(
-        context, pool=record["pool"], action=admission.action, state=record.get("state", "")
-    )
+    _count(context, pool, admission.action, record.state)
+
+
+def _count(context: Mapping[str, Any], pool: str, action: str, state: str) -> None:
+    """The metrics of one decision: the action's counter, and the pool's gauge."""
+    counters = {
+        HOLD: metrics.dependency_held,
+        PROBE: metrics.dependency_probe,
+        RELEASE: metrics.dependency_released,
+    }
+    if action in counters:
+        counters[action](context, pool)
+    if state != UNREAD:
+        metrics.dependency_state(pool, state == OPEN)

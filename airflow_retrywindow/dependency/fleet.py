@@ -28,11 +28,7 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.dependency.settings import DependencySettings
-
-OPEN = "open"
-RECOVERING = "recovering"
-CLOSED = "closed"
-FORCED_STATES = (OPEN, CLOSED)
+from airflow_retrywindow.records.dependency_state import CLOSED, FORCED, OPEN, RECOVERING
 
 #: Airflow's states of a task instance this module reads
 UP_FOR_RETRY = "up_for_retry"
@@ -142,7 +138,7 @@ class Fleet:
         ]
         last_failure = max(failures, default=None)
         last_success = max((at for at in successes if at is not None), default=None)
-        if self.forced in FORCED_STATES:
+        if self.forced in FORCED:
             state = str(self.forced)
         elif len(failing) < settings.trip_tasks:
             state = CLOSED

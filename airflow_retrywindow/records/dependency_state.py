@@ -39,7 +39,9 @@ KEY = "retry_window_dependency"
 CLOSED = "closed"
 OPEN = "open"
 RECOVERING = "recovering"
-STATES = frozenset({CLOSED, OPEN, RECOVERING})
+#: the pool could not be read: the retry is held for its own backoff
+UNREAD = "unread"
+STATES = frozenset({CLOSED, OPEN, RECOVERING, UNREAD})
 #: the states a person may force through the Airflow Variable
 FORCED = frozenset({CLOSED, OPEN})
 #: what the retry-start check did with the try
@@ -50,6 +52,8 @@ STATE_WORDS = {
     RECOVERING: "recovering: a success came after the latest failure, held retries are "
     "released in waves",
     CLOSED: "healthy: retries run",
+    UNREAD: "not read: the pool's task instances could not be read, so the retry is held "
+    "for its own backoff",
 }
 
 #: how a reader writes a stored time (the view: a dated UTC time; ``explain``: like its table)
@@ -80,6 +84,10 @@ class DependencyRecord:
         ``deadline-infeasible``.
     :param hold_until: until when the try is held; ``None`` when it is not.
     :param reason: the one-line reason, as stored.
+    :param holds: how often this try was held so far, this hold included: each hold is
+        twice as long as the one before.
+    :param probed_round: the last round this task instance probed in: it probes at most
+        once a round.
     """
 
     #: the shape this class writes and reads; any other is not read
@@ -104,6 +112,8 @@ class DependencyRecord:
     decision: str
     hold_until: pendulum.DateTime | None
     reason: str
+    holds: int = 0
+    probed_round: int | None = None
 
     def __post_init__(self) -> None:
         """Times become pendulum UTC; a record that would not read back is refused here.
@@ -143,6 +153,8 @@ class DependencyRecord:
             "decision": self.decision,
             "holdUntil": _iso(self.hold_until),
             "reason": self.reason,
+            "holds": self.holds,
+            "probedRound": self.probed_round,
         }
 
     @classmethod
@@ -274,6 +286,8 @@ def _fields_of(value: object) -> dict[str, Any]:
         "decision": _text(value, "decision"),
         "hold_until": _maybe_instant(value, "holdUntil"),
         "reason": _text(value, "reason", empty=True),
+        "holds": _count(value, "holds") if "holds" in value else 0,
+        "probed_round": None if value.get("probedRound") is None else _count(value, "probedRound"),
     }
 
 

@@ -19,13 +19,14 @@ from airflow_retrywindow.dependency.admission import (
     round_of,
     round_start,
 )
-from airflow_retrywindow.dependency.fleet import CLOSED, OPEN, RECOVERING, Fleet, PoolTry
+from airflow_retrywindow.dependency.fleet import Fleet, PoolTry
 from airflow_retrywindow.dependency.settings import (
     MAX_HOLD,
     DependencySettingError,
     DependencySettings,
     PoolSettings,
 )
+from airflow_retrywindow.records.dependency_state import CLOSED, OPEN, RECOVERING
 
 SETTINGS = DependencySettings()
 #: the start of a round, so that tests know where rounds begin

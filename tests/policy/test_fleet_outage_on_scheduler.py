@@ -135,7 +135,9 @@ def test_a_shared_outage_holds_the_gated_retries_and_every_task_succeeds_after_i
     held = _dependency_records(stack, runs)
     # every check read the pool: none was held because it could not be read
     assert not [record for record in held if "could not be read" in record["reason"]], held
-    assert any(record["action"] == "hold" and record.get("state") == "open" for record in held), held
+    assert any(record["action"] == "hold" and record.get("state") == "open" for record in held), (
+        held
+    )
     # the plain counterfactual burns every retry into the outage
     assert all(
         state == "failed" for state, _ in stack.task_states(PLAIN_DAG, runs[PLAIN_DAG]).values()

@@ -49,6 +49,8 @@ HELD: dict[str, Any] = {
     "reason": "dependency-held: pool positions_api is failing since 14:00:03 UTC "
     "(12 task instances in the last 300 s, no success); held until 14:03:00 UTC, "
     "the next probe round",
+    "holds": 1,
+    "probedRound": None,
 }
 AT = pendulum.datetime(2026, 12, 4, 14, 2, 11)
 
@@ -75,6 +77,7 @@ def held(**changed: Any) -> DependencyRecord:
         "decision": "dependency-held",
         "hold_until": pendulum.datetime(2026, 12, 4, 14, 3),
         "reason": HELD["reason"],
+        "holds": 1,
     }
     return DependencyRecord(**{**fields, **changed})
 
