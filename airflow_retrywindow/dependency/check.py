@@ -96,6 +96,10 @@ def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
 
 def _read(pool: str, settings: DependencySettings, ti: Any) -> tuple[DependencyState, int]:
     """The pool's state, and the retries let run in this round (read while it recovers)."""
+    # the REST client is a large generated package: imported before the reads' time
+    # limit starts, or a loaded worker spends the limit importing it
+    import airflow_client.client  # noqa: F401
+
     from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
     from airflow_retrywindow.timing.time_limit import TimeLimit
 
@@ -245,7 +249,8 @@ def _keep(  # noqa: PLR0917
         decision=admission.decision,
         hold_until=admission.hold_until,
         reason=admission.reason,
-        holds=int(kept.get("holds", 0)) + (1 if admission.action == HOLD else 0),
+        # a hold because the pool could not be read waits the own backoff: not a longer one
+        holds=int(kept.get("holds", 0)) + (1 if admission.action == HOLD and state else 0),
         probed_round=admission.round if admission.action == PROBE else kept.get("probedRound"),
     )
     try:
