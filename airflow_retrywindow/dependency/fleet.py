@@ -14,8 +14,9 @@ pool's task instances, read in one listing (:mod:`.check`). A task instance coun
   retryable or unknown (refused for its deadline, or an unknown outcome).
 
 The dependency is ``open`` while ``trip_tasks`` or more task instances are failing
-and nothing of the pool has succeeded since the latest failure; ``recovering`` once
-something has; ``closed`` below the threshold.
+and nothing of the pool has succeeded since the latest failure (and since the
+failing began: a success from before it says nothing of the outage); ``recovering``
+once something has; ``closed`` below the threshold.
 """
 
 from __future__ import annotations
@@ -138,11 +139,14 @@ class Fleet:
         ]
         last_failure = max(failures, default=None)
         last_success = max((at for at in successes if at is not None), default=None)
+        since = _earliest(failing)
+        # a success from before the failing began says nothing of the outage
+        latest_failure = last_failure or since
         if self.forced in FORCED:
             state = str(self.forced)
         elif len(failing) < settings.trip_tasks:
             state = CLOSED
-        elif last_success is None or (last_failure is not None and last_failure > last_success):
+        elif last_success is None or (latest_failure is not None and latest_failure > last_success):
             state = OPEN
         else:
             state = RECOVERING
@@ -161,7 +165,7 @@ class Fleet:
             read_at=self.read_at,
             failing=tuple(sorted(item.key for item in failing)),
             eligible=tuple(sorted(item.key for item in failing if _may_probe(item))),
-            failing_since=_earliest(failing),
+            failing_since=since,
             last_failure=last_failure,
             last_success=last_success,
             successes=len(successes),

@@ -194,6 +194,14 @@ def test_a_success_after_the_latest_failure_releases_the_held_retries_in_waves()
     assert admit(tight, retry, SETTINGS, released_this_round=1).action == HOLD
 
 
+def test_a_success_from_before_the_failing_began_does_not_recover_it() -> None:
+    earlier = a_try(20, "success", try_number=3, end=T0 - timedelta(seconds=200))
+    read = outage()
+    state = Fleet(POOL, read.read_at, (*read.tries, earlier)).state(SETTINGS)
+    assert state.successes == 1
+    assert state.state == OPEN
+
+
 def test_a_failure_after_the_recovery_opens_it_again() -> None:
     tries = (
         *(a_try(n, "up_for_reschedule", end=T0) for n in range(5)),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
+import pendulum
 import pytest
 
 from devstack.loopback import LoopbackServer
@@ -142,6 +143,49 @@ def test_a_shared_outage_holds_the_gated_retries_and_every_task_succeeds_after_i
     assert all(
         state == "failed" for state, _ in stack.task_states(PLAIN_DAG, runs[PLAIN_DAG]).values()
     ), report
+
+
+def test_with_a_near_deadline_the_held_retries_are_refused_at_their_latest_start(
+    stack: AirflowStack,
+) -> None:
+    """The same outage, the deadline 100 s after the run: latest start 90 s after it."""
+    deadline_in = 100
+    conf = {"deadline_in": deadline_in, "endpoint": "near"}
+    runs = {
+        dag_id: stack.trigger(dag_id, conf=conf, logical_date="2026-11-02") for dag_id in GATED_DAGS
+    }
+    for dag_id, run_id in runs.items():
+        stack.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT)
+    records = [
+        record
+        for record in _dependency_records(stack, runs)
+        if record["reason"] and record["readAt"] >= _run_after(stack, runs)
+    ]
+    refused = [record for record in records if record["action"] == "refuse"]
+    assert refused, records
+    for record in refused:
+        assert record["decision"] == "deadline-infeasible"
+        assert "positions_api" in record["reason"] and "deadline" in record["reason"]
+    # not before the latest start: the deadline less one attempt and its validation (10 s)
+    run_after = pendulum.parse(_run_after(stack, runs))
+    latest = run_after.add(seconds=deadline_in - 10)
+    for record in refused:
+        assert pendulum.parse(record["readAt"]) >= latest.subtract(seconds=2), (record, latest)
+    states = [
+        state
+        for dag_id in GATED_DAGS
+        for state, _ in stack.task_states(dag_id, runs[dag_id]).values()
+    ]
+    assert "success" not in states  # the API never came back in time for any of them
+
+
+def _run_after(stack: AirflowStack, runs: dict[str, str]) -> str:
+    (found,) = stack.rows(
+        "select min(run_after) from dag_run where run_id=:r", r=next(iter(runs.values()))
+    )
+    return str(
+        pendulum.instance(found[0]) if not isinstance(found[0], str) else pendulum.parse(found[0])
+    )
 
 
 def _dependency_records(stack: AirflowStack, runs: dict[str, str]) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Three DAGs whose tasks share one API: a loopback stand-in (``RW_FLEET_STANDIN``).
 
-``rw_fleet_a`` and ``rw_fleet_b``: six gated tasks each, in the pool ``positions_api``
+``rw_fleet_a`` and ``rw_fleet_b``: six gated tasks each (asking the endpoint the run's
+``conf["endpoint"]`` names, ``gated`` by default), in the pool ``positions_api``
 (their shared dependency), ``retries=3``, ``retry_delay=15 s`` and a deadline an hour
 away. ``rw_fleet_plain``: six tasks doing the same with Airflow's own retries, in their
 own pool and against their own endpoint. Every body asks the stand-in once, naming its
@@ -61,7 +62,7 @@ for dag_id in ("rw_fleet_a", "rw_fleet_b"):
                 **RETRIES,
             )
             def load(**context: Any) -> str:
-                return _ask("gated", context)
+                return _ask(context["dag_run"].conf.get("endpoint", "gated"), context)
 
             load()
 
