@@ -54,6 +54,7 @@ from urllib.parse import parse_qs, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the REST rows' shapes, from the tests' imitation of the API
 
+from airflow_retrywindow.records import evidence  # noqa: E402
 from tests.hooks.fake_api import pool as pool_row  # noqa: E402
 from tests.hooks.fake_api import stamp, task_instance, xcom_entry  # noqa: E402
 
@@ -113,7 +114,7 @@ def pool_rows(
             if state == "failed":
                 key = xcom_entry(
                     row["task_id"],
-                    "retry_window.failure.retryable",
+                    evidence.failure_key(evidence.RETRYABLE),
                     dag_id=row["dag_id"],
                     run_id=row["dag_run_id"],
                 )
@@ -435,7 +436,10 @@ def main() -> int:
     )
     print()
     checks = []
+    expected = {name: name.split(",")[0] for name in results}
     for name, found in results.items():
+        states = {d.state for d in found}
+        checks.append((states == {expected[name]}, f"{name}: the read finds the pool {states}"))
         limit = RECOVERING_REQUEST_TARGET if found[0].state == "recovering" else REQUEST_TARGET
         requests = {d.requests for d in found} | {d.server_saw for d in found}
         own = statistics.median(d.wall_ms - d.server_ms for d in found)
