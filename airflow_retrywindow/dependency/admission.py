@@ -22,6 +22,7 @@ twice as many each round after, never more than the pool's open slots.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from datetime import timedelta
@@ -115,8 +116,22 @@ def probes_of(
 ) -> tuple[TaskKey, ...]:
     """The task instances that probe in round ``number``, in their order."""
     budget = settings.budget(state.first_tries)
-    ranked = sorted(state.eligible, key=lambda key: _hash(state.pool, number, key))
+    ranked = sorted(state.eligible, key=lambda key: _rank(_base(state.pool, key), number))
     return tuple(ranked[:budget])
+
+
+def _probes_in(state: DependencyState, key: TaskKey, number: int, budget: int) -> bool:
+    """Whether ``key`` is among the first ``budget`` of round ``number``: one pass, no sort."""
+    if key not in state.eligible:
+        return False
+    mine = _rank(_base(state.pool, key), number)
+    ahead = 0
+    for base in _bases(state):
+        if _rank(base, number) < mine:
+            ahead += 1
+            if ahead >= budget:
+                return False
+    return True
 
 
 def admit(
@@ -233,8 +248,9 @@ def _hold_until(
     until = max(now + timedelta(seconds=grown), round_start(number + 1, settings))
     until += _spread(retry, grown)
     last = round_of(until, settings)
+    budget = settings.budget(state.first_tries)
     for ahead in range(number + 1, min(last, number + LOOKAHEAD_ROUNDS) + 1):
-        if retry.key in probes_of(state, ahead, settings):
+        if _probes_in(state, retry.key, ahead, budget):
             at = round_start(ahead, settings) + _spread(retry, settings.round_seconds // 4)
             return min(until, at), ahead
     return until, None
@@ -264,10 +280,34 @@ def _in_time(retry: Retry, now: pendulum.DateTime) -> bool:
 
 
 def _spread(retry: Retry, seconds: float) -> timedelta:
-    fraction = _hash("spread", retry.try_number * 1000 + retry.holds, retry.key) / 2**64
+    fraction = _rank(_base("spread", retry.key), retry.try_number * 1000 + retry.holds) / 2**64
     return timedelta(seconds=round(SPREAD * seconds * fraction if seconds > 0 else 0, 3))
 
 
-def _hash(pool: str, number: int, key: TaskKey) -> int:
-    text = "|".join([pool, str(number), *map(str, key)])
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], byteorder="big")
+_MASK = (1 << 64) - 1
+
+
+def _base(pool: str, key: TaskKey) -> int:
+    """A task instance's fixed 64-bit hash within ``pool``."""
+    text = "|".join([pool, *map(str, key)])
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), byteorder="big")
+
+
+@functools.lru_cache(maxsize=8)
+def _bases_of(pool: str, eligible: tuple[TaskKey, ...]) -> tuple[int, ...]:
+    return tuple(_base(pool, key) for key in eligible)
+
+
+def _bases(state: DependencyState) -> tuple[int, ...]:
+    return _bases_of(state.pool, state.eligible)
+
+
+def _rank(base: int, number: int) -> int:
+    """A task instance's place in round ``number``: SplitMix64 of its hash and the round.
+
+    Every worker computes the same from the same read; the order changes every round.
+    """
+    mixed = (base + (number + 1) * 0x9E3779B97F4A7C15) & _MASK
+    mixed = ((mixed ^ (mixed >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    mixed = ((mixed ^ (mixed >> 27)) * 0x94D049BB133111EB) & _MASK
+    return mixed ^ (mixed >> 31)

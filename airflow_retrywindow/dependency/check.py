@@ -34,6 +34,7 @@ from airflow_retrywindow.dependency.admission import (
 )
 from airflow_retrywindow.dependency.fleet import (
     ENDED,
+    FAILED,
     WAITING_OR_LIVE,
     DependencyState,
     Fleet,
@@ -117,7 +118,12 @@ def _read(pool: str, settings: DependencySettings, ti: Any) -> tuple[DependencyS
     since = pendulum.now("UTC") - window
     tries = api.pool_tries(pool, states=WAITING_OR_LIVE)
     tries += api.pool_tries(pool, states=ENDED, ended_since=since)
-    counted = _counted_failed(api.recent_xcom_keys(evidence.FAILURE_KEY_PREFIX), since)
+    # the failure classes matter only for tries that ended failed: most reads have none
+    counted = (
+        _counted_failed(api.recent_xcom_keys(evidence.FAILURE_KEY_PREFIX, since), since)
+        if any(item.state == FAILED for item in tries)
+        else frozenset()
+    )
     read_at = _server_now(api)
     fleet = Fleet(pool, read_at, tuple(tries), counted, forced=_forced(pool))
     state = fleet.state(settings)
