@@ -137,7 +137,9 @@ class RetryWindowNotifier(BaseNotifier):
         try:
             found = find(context)
             if isinstance(found, Found) and found.outage is not None:
-                self(context)
+                # a copy: Airflow adds the notifier's fields to the context it is given,
+                # and this one is the held try's own
+                self(dict(context))
         except Exception:
             self.log.exception("Could not tell the outage of a held retry")
 
@@ -155,7 +157,11 @@ class RetryWindowNotifier(BaseNotifier):
                 describe_exception(error),
             )
             kept = None
-        settled = settle(kept, outage, by=label)
+        try:
+            settled = settle(kept, outage, by=label)
+        except Exception:
+            self.log.exception("Could not settle whether %s was told; it is sent", outage.name)
+            return True
         if settled.entry is not None:
             try:
                 self.notices.write(outage.pool, settled.entry)

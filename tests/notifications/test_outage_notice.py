@@ -283,6 +283,9 @@ def test_the_notifier_is_found_among_the_retry_callbacks() -> None:
     context["task"].on_retry_callback = notifier
     tell_hold(context)
     assert [message.decision for message in sent] == ["dependency-held"]
+    # the held try's own context is left as it was: Airflow adds the notifier's fields
+    # to the context a notifier is called with
+    assert "affected" not in context
     context["task"].on_retry_callback = None
     tell_hold(context)  # no notifier: nothing is sent and nothing raises
     assert len(sent) == 1
