@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pendulum
@@ -128,9 +128,9 @@ def _gate_decision(ti: Any) -> Found | Missing:
 
 
 def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | Missing:
-    held = _dependency_decision(context, ti, task)
-    if held is not None:
-        return held
+    record = _dependency_record(context, ti)
+    if record is not None and record.get("action") in (HOLD, REFUSE):
+        return _dependency_decision(context, record, ti, task)
     latest = _latest_evidence(context, ti)
     if not isinstance(latest, Mapping):
         kept = "" if _has_policy(task) else " (the task has no RetryWindowPolicy)"
@@ -146,8 +146,12 @@ def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | 
             ),
             consequence=_consequence(ti, task),
         )
+    notice = from_evidence(latest, str(ti.task_id))
+    # a probe of a failing pool that failed belongs to the pool's outage
+    outage = outage_of(record, ti.try_number) if record is not None else None
     return Found(
-        notices=(from_evidence(latest, str(ti.task_id)),),
+        notices=(notice,),
+        outage=replace(outage, refused=notice.refused) if outage is not None else None,
         evidence=(
             f"task state store key {EVIDENCE_KEY} and the XCom of that key "
             "(replay the fixture with airflow-retrywindow evaluate)"
@@ -155,8 +159,8 @@ def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | 
     )
 
 
-def _dependency_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | None:
-    """This try's retry, when the retry-start check held or refused it on its pool."""
+def _dependency_record(context: Mapping[str, Any], ti: Any) -> Mapping[str, Any] | None:
+    """The retry-start check's record of this try on the task's pool, if it kept one."""
     store = context.get("task_state_store")
     if store is None:
         return None
@@ -165,12 +169,15 @@ def _dependency_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Foun
     except Exception:
         log.warning("Could not read %s from the task state store", DEPENDENCY_KEY)
         return None
-    if (
-        not isinstance(record, Mapping)
-        or record.get("tryNumber") != ti.try_number
-        or record.get("action") not in (HOLD, REFUSE)
-    ):
+    if not isinstance(record, Mapping) or record.get("tryNumber") != ti.try_number:
         return None
+    return record
+
+
+def _dependency_decision(
+    context: Mapping[str, Any], record: Mapping[str, Any], ti: Any, task: Any
+) -> Found:
+    """This try's retry, which the retry-start check held or refused on its pool."""
     outage = outage_of(record, ti.try_number)
     deadline, work_seconds = _deadline_and_work(context, task)
     notice = dependency_notice(

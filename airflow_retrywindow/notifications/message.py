@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from airflow_retrywindow.dependency.admission import PROBE, REFUSE
 from airflow_retrywindow.gate.read import parse_label
 from airflow_retrywindow.notifications.notice import Lateness, Notice
 from airflow_retrywindow.notifications.outage import Outage
@@ -271,15 +272,19 @@ def _override_lines(override: OverrideEntry, *, held: bool) -> list[str]:
 def _outage_lines(outage: Outage) -> list[str]:
     """The outage, its impact so far, and that it is told once."""
     lines = [f"Outage: {outage.line()}."]
-    if outage.refused:
+    if outage.action == PROBE:
+        lines.append(
+            "  This try probed the pool for the held retries and failed: the outage goes on."
+        )
+    if outage.action == REFUSE:
         lines.append(
             "  Deadline missed: this task's retry was held past its latest start (its "
             "deadline less one attempt and its validation) while the pool failed; it can no "
             "longer finish before its deadline."
         )
     lines += [
-        f"  Told once per outage ({outage.name}): other task instances held or refused in "
-        "it send nothing, except the first refused for its deadline; Airflow Variable "
+        f"  Told once per outage ({outage.name}): other task instances held, probing or "
+        "refused in it send nothing, except the first refused; Airflow Variable "
         f"{outage.variable} names the outage told.",
         "",
     ]

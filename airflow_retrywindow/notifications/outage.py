@@ -4,7 +4,8 @@ The retry-start check keeps each decision it takes on a retry whose pool fails
 under the task state store key ``retry_window_dependency`` (see
 :mod:`airflow_retrywindow.dependency.check`). A held retry (``dependency-held``) or
 a held retry refused for its deadline (``deadline-infeasible``) of a pool that is
-``open`` or ``recovering`` is an *outage* of that pool, named by the pool and when
+``open`` or ``recovering``, and a try that probed such a pool and failed, is an
+*outage* of that pool, named by the pool and when
 it began failing (``failingSince``, rounded down to the pool's round).
 
 **Once per outage.** With no lock service, the notice of an outage is written where
@@ -16,8 +17,8 @@ whether to send and what to write back:
 
 * an outage not told yet is sent, by the first task instance that holds or refuses
   a retry in it;
-* during a told outage, holds and refusals send nothing, except the first retry
-  refused for its deadline: a missed delivery is worth its own notice. An outage
+* during a told outage, holds, failed probes and refusals send nothing, except the
+  first refusal: a missed delivery is worth its own notice. An outage
   is told at most twice: when it begins holding retries, and when it first costs
   a deadline;
 * a read whose ``failingSince`` lies more than one round after the latest moment
@@ -52,6 +53,7 @@ from airflow_retrywindow.dependency.admission import (
     DEADLINE_INFEASIBLE,
     DEPENDENCY_HELD,
     HOLD,
+    PROBE,
     REFUSE,
 )
 from airflow_retrywindow.dependency.fleet import OPEN, RECOVERING
@@ -80,10 +82,12 @@ class Outage:
     :param failing: distinct task instances failing in the window.
     :param held: retries held at their start when it was read.
     :param successes: successes of the pool in the window.
-    :param action: ``hold`` or ``refuse``.
+    :param action: ``hold``, ``refuse``, or ``probe`` for a probe that failed.
     :param hold_until: when a held retry is checked again.
     :param next_probe: the start of the next round that probes.
     :param budget: the probes a round makes.
+    :param refused: whether the decision told refuses the retry: the check's
+        refusal for the deadline, or the policy's refusal after a failed probe.
     """
 
     pool: str
@@ -99,11 +103,7 @@ class Outage:
     hold_until: pendulum.DateTime | None = None
     next_probe: pendulum.DateTime | None = None
     budget: int = 0
-
-    @property
-    def refused(self) -> bool:
-        """Whether the decision refused the retry for its deadline."""
-        return self.action == REFUSE
+    refused: bool = False
 
     @property
     def began(self) -> pendulum.DateTime:
@@ -135,7 +135,8 @@ def outage_of(record: object, try_number: int | None) -> Outage | None:
     """The outage the retry-start check's ``record`` was taken in, or ``None``.
 
     ``None`` when the record is not this try's, neither holds nor refuses, or was
-    taken on a pool that is not failing (closed, or not read).
+    taken on a pool that is not failing (closed, or not read). A probe's record is
+    an outage only once the probe has failed: the callback's try is that probe.
 
     :param record: the value of the task state store key ``retry_window_dependency``.
     :param try_number: the try the callback is about.
@@ -143,7 +144,7 @@ def outage_of(record: object, try_number: int | None) -> Outage | None:
     if not isinstance(record, Mapping) or record.get("tryNumber") != try_number:
         return None
     action, state, pool = record.get("action"), record.get("state"), record.get("pool")
-    if action not in (HOLD, REFUSE) or state not in _FAILING or not isinstance(pool, str):
+    if action not in (HOLD, REFUSE, PROBE) or state not in _FAILING or not isinstance(pool, str):
         return None
     read_at = _time(record.get("readAt"))
     if read_at is None:
@@ -165,6 +166,7 @@ def outage_of(record: object, try_number: int | None) -> Outage | None:
         hold_until=_time(record.get("holdUntil")),
         next_probe=_time(record.get("nextProbe")),
         budget=_count(record.get("budget")),
+        refused=action == REFUSE,
     )
 
 
@@ -239,7 +241,7 @@ def settle(kept: object, outage: Outage, *, by: str) -> Settled:
     seen_at = max(told.seen_at, outage.read_at)
     if outage.refused and not told.deadline_told:
         entry = {**told.entry, "seenAt": seen_at.isoformat(), "deadlineTold": True}
-        return Settled(True, entry, f"the first retry refused for its deadline in {told.name}")
+        return Settled(True, entry, f"the first refusal in {told.name}")
     stale = outage.read_at > told.seen_at.add(seconds=outage.round_seconds)
     moved = {**told.entry, "seenAt": seen_at.isoformat()} if stale else None
     return Settled(False, moved, f"outage {told.name} was told by {told.by}")

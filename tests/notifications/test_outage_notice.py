@@ -19,12 +19,14 @@ import pytest
 
 from airflow_retrywindow import Deadline, RetryWindowNotifier, RetryWindowPolicy
 from airflow_retrywindow.dependency import check
-from airflow_retrywindow.dependency.admission import Retry, admit
+from airflow_retrywindow.dependency.admission import Retry, admit, probes_of, round_of
 from airflow_retrywindow.dependency.fleet import Fleet, PoolTry, TaskKey
 from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.notifications.held_retry import tell_hold
 from airflow_retrywindow.notifications.message import Message
 from airflow_retrywindow.notifications.outage import NOTICE_VERSION, outage_of, settle
+from airflow_retrywindow.records.evidence import EVIDENCE_KEY, appended
+from tests.notifications.stored import TASK_ID, policy_entry
 
 POOL = "positions_api"
 DAG_ID = "positions_delivery"
@@ -96,19 +98,23 @@ class NoticeBoard:
 def _outage_read(since: pendulum.DateTime, read_at: pendulum.DateTime, runs: int = 12) -> Fleet:
     """The pool as read at ``read_at``: ``runs`` task instances failed from ``since`` on."""
     tries = tuple(
-        PoolTry(DAG_ID, f"run_{index}", "load", -1, "up_for_retry", 1, 3, None,
+        PoolTry(DAG_ID, f"run_{index}", TASK_ID, -1, "up_for_retry", 1, 3, None,
                 since + timedelta(seconds=index))
         for index in range(runs)
     )  # fmt: skip
     return Fleet(POOL, read_at, tries)
 
 
-def _decided(ti: TaskInstance, fleet: Fleet, *, latest_start: pendulum.DateTime) -> StateStore:
-    """The check's record for ``ti``'s try, kept as ``dependency_verdict`` keeps it."""
+def _decided(
+    ti: TaskInstance, fleet: Fleet, *, latest_start: pendulum.DateTime, attempts_left: int = 1
+) -> StateStore:
+    """The check's record for ``ti``'s try, kept as ``dependency_verdict`` keeps it.
+
+    With one attempt left a retry never probes, so the read holds or refuses it.
+    """
     state = fleet.state(SETTINGS)
     key: TaskKey = (ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
-    # one attempt left: never a probe, so the read holds or refuses it
-    retry = Retry(key, ti.try_number, 1, 60, latest_start)
+    retry = Retry(key, ti.try_number, attempts_left, 60, latest_start)
     admission = admit(state, retry, SETTINGS)
     store = StateStore()
     context = {"ti": ti, "task": SimpleNamespace(pool=POOL)}
@@ -146,7 +152,7 @@ def _notifier(board: NoticeBoard) -> tuple[list[Message], RetryWindowNotifier]:
 
 
 def _hold(notifier: RetryWindowNotifier, run: int, fleet: Fleet) -> dict[str, Any]:
-    ti = TaskInstance("load", f"run_{run}")
+    ti = TaskInstance(TASK_ID, f"run_{run}")
     store = _decided(ti, fleet, latest_start=fleet.read_at + timedelta(hours=2))
     assert store.values[check.KEY]["action"] == "hold"
     context = _context(ti, store, notifier)
@@ -155,7 +161,7 @@ def _hold(notifier: RetryWindowNotifier, run: int, fleet: Fleet) -> dict[str, An
 
 
 def _refuse(notifier: RetryWindowNotifier, run: int, fleet: Fleet) -> dict[str, Any]:
-    ti = TaskInstance("load", f"run_{run}")
+    ti = TaskInstance(TASK_ID, f"run_{run}")
     store = _decided(ti, fleet, latest_start=fleet.read_at - timedelta(seconds=1))
     assert store.values[check.KEY]["action"] == "refuse"
     context = _context(ti, store, notifier)
@@ -177,7 +183,7 @@ def test_holds_of_many_task_instances_in_one_outage_send_one_notice() -> None:
         "12 task instances failing"
     )
     assert board.entries[POOL]["outage"] == "positions_api since 2026-12-04 14:00:00Z"
-    assert board.entries[POOL]["by"] == f"{DAG_ID}.load (run_0) try 2"
+    assert board.entries[POOL]["by"] == f"{DAG_ID}.{TASK_ID} (run_0) try 2"
 
 
 def test_refusals_of_many_task_instances_in_one_outage_send_one_notice() -> None:
@@ -235,7 +241,7 @@ def test_the_refusal_names_the_outage_and_the_deadline_it_missed() -> None:
     assert message.subject == (
         "[retry window] deadline-infeasible: pool positions_api failing since "
         "2026-12-04 14:00:03Z, 12 task instances failing, 0 held; "
-        f"{DAG_ID}.load try 2 retry refused"
+        f"{DAG_ID}.{TASK_ID} try 2 retry refused"
     )
     text = message.text
     assert (
@@ -245,7 +251,7 @@ def test_the_refusal_names_the_outage_and_the_deadline_it_missed() -> None:
     assert "Deadline missed: this task's retry was held past its latest start" in text
     # an attempt started at the refusal (14:03:03) would end at 14:33:03, 183 s late
     assert (
-        "Delivery at risk (load): the next attempt would end, validation included, at "
+        f"Delivery at risk ({TASK_ID}): the next attempt would end, validation included, at "
         "2026-12-04 14:33:03Z, 183 s (3 min 3 s) after the 2026-12-04 14:30:00Z deadline."
     ) in text
     assert "Affected population: the 40 funds of the positions file" in text
@@ -275,7 +281,7 @@ def test_a_hold_that_cannot_be_sent_never_raises_into_the_check() -> None:
 def test_the_notifier_is_found_among_the_retry_callbacks() -> None:
     board = NoticeBoard()
     sent, notifier = _notifier(board)
-    ti = TaskInstance("load", "run_0")
+    ti = TaskInstance(TASK_ID, "run_0")
     store = _decided(ti, _outage_read(FIRST, FIRST + timedelta(minutes=2)), latest_start=DEADLINE)
     context = _context(ti, store, notifier)
     # a plain function on failure, the notifier alone (not in a list) on retry
@@ -291,8 +297,35 @@ def test_the_notifier_is_found_among_the_retry_callbacks() -> None:
     assert len(sent) == 1
 
 
+def _failed_probe(notifier: RetryWindowNotifier, fleet: Fleet) -> dict[str, Any]:
+    """The round's probe ran as try 1 of its retry window, failed, and the policy decided."""
+    state = fleet.state(SETTINGS)
+    (canary,) = probes_of(state, round_of(fleet.read_at, SETTINGS), SETTINGS)
+    ti = TaskInstance(TASK_ID, canary[1], try_number=1, state="up_for_retry")
+    store = _decided(ti, fleet, latest_start=DEADLINE, attempts_left=3)
+    assert store.values[check.KEY]["action"] == "probe"
+    store.values[EVIDENCE_KEY] = appended(None, policy_entry("wait-backoff"))
+    context = _context(ti, store, notifier)
+    notifier(context)  # the retry callback of the failed probe
+    return context
+
+
+def test_a_failed_probe_belongs_to_its_outage() -> None:
+    board = NoticeBoard()
+    sent, notifier = _notifier(board)
+    fleet = _outage_read(FIRST, FIRST + timedelta(minutes=2))
+    _failed_probe(notifier, fleet)
+    for run in range(12):
+        _hold(notifier, run, fleet)
+    _failed_probe(notifier, _outage_read(FIRST, FIRST + timedelta(minutes=3)))
+    (message,) = sent
+    assert message.decision == "wait-backoff"
+    assert "This try probed the pool for the held retries and failed" in message.text
+    assert "Outage: pool positions_api is open, failing since 2026-12-04 14:00:03Z" in message.text
+
+
 def test_a_closed_pool_is_no_outage() -> None:
-    ti = TaskInstance("load", "run_0")
+    ti = TaskInstance(TASK_ID, "run_0")
     fleet = _outage_read(FIRST, FIRST + timedelta(minutes=2), runs=2)  # below trip_tasks
     store = _decided(ti, fleet, latest_start=DEADLINE)
     assert store.values[check.KEY]["action"] == "run"
@@ -304,7 +337,7 @@ def test_a_closed_pool_is_no_outage() -> None:
     [None, "not json", {"version": NOTICE_VERSION + 1}, {"version": NOTICE_VERSION, "pool": "x"}],
 )
 def test_an_unreadable_notice_entry_tells_the_outage(kept: object) -> None:
-    ti = TaskInstance("load", "run_0")
+    ti = TaskInstance(TASK_ID, "run_0")
     fleet = _outage_read(FIRST, FIRST + timedelta(minutes=2))
     store = _decided(ti, fleet, latest_start=DEADLINE)
     outage = outage_of(store.values[check.KEY], 2)
