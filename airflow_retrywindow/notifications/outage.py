@@ -29,7 +29,11 @@ while an outage lasts (a held retry's latest hold counts as its failure). Each
 hold that reads the entry moves ``seenAt`` on when it is more than a round old, so
 the outage's start, as later reads see it, stays within a round of a moment it was
 seen open: a long outage is not told again. A pool that opens again while a
-failure of its last outage is still in its window counts as the same outage.
+failure of its last outage is still in its window counts as the same outage. A
+pool on-call forced open with nothing failing has no ``failingSince``: its outage
+starts at each read, and a read within the longest hold (``MAX_HOLD``, an hour)
+and a round of ``seenAt`` is the same outage, since its held retries read it at
+least that often.
 
 **Duplicates.** Reading and writing the entry is not atomic: task instances that
 read it before the first of them has written it all send. That is bounded by the
@@ -57,6 +61,7 @@ from airflow_retrywindow.dependency.admission import (
     REFUSE,
 )
 from airflow_retrywindow.dependency.fleet import OPEN, RECOVERING
+from airflow_retrywindow.dependency.settings import MAX_HOLD
 from airflow_retrywindow.notifications.notice import Lateness, Notice
 
 #: the Airflow Variable that holds the outage of a pool last told
@@ -86,6 +91,8 @@ class Outage:
     :param hold_until: when a held retry is checked again.
     :param next_probe: the start of the next round that probes.
     :param budget: the probes a round makes.
+    :param since_read: whether ``started`` is only the read's time (a pool forced
+        open with nothing failing).
     :param refused: whether the decision told refuses the retry: the check's
         refusal for the deadline, or the policy's refusal after a failed probe.
     """
@@ -103,7 +110,13 @@ class Outage:
     hold_until: pendulum.DateTime | None = None
     next_probe: pendulum.DateTime | None = None
     budget: int = 0
+    since_read: bool = False
     refused: bool = False
+
+    @property
+    def same_within(self) -> int:
+        """How long after the told outage was last seen open this one's start may lie."""
+        return self.round_seconds + (MAX_HOLD if self.since_read else 0)
 
     @property
     def began(self) -> pendulum.DateTime:
@@ -149,13 +162,14 @@ def outage_of(record: object, try_number: int | None) -> Outage | None:
     read_at = _time(record.get("readAt"))
     if read_at is None:
         return None
+    failing_since = _time(record.get("failingSince"))
     settings = record.get("settings")
     window = settings.get("window") if isinstance(settings, Mapping) else None
     return Outage(
         pool=pool,
         state=str(state),
         # forced open by on-call with nothing failing: the outage starts at the read
-        started=_time(record.get("failingSince")) or read_at,
+        started=failing_since or read_at,
         read_at=read_at,
         round_seconds=max(_count(record.get("roundSeconds")), 1),
         window_seconds=_count(window),
@@ -166,6 +180,7 @@ def outage_of(record: object, try_number: int | None) -> Outage | None:
         hold_until=_time(record.get("holdUntil")),
         next_probe=_time(record.get("nextProbe")),
         budget=_count(record.get("budget")),
+        since_read=failing_since is None,
         refused=action == REFUSE,
     )
 
@@ -235,7 +250,7 @@ def settle(kept: object, outage: Outage, *, by: str) -> Settled:
     :param by: the task instance deciding, as the entry names who told.
     """
     told = _told(kept, outage.pool)
-    if told is None or outage.started > told.seen_at.add(seconds=outage.round_seconds):
+    if told is None or outage.started > told.seen_at.add(seconds=outage.same_within):
         entry = _entry(outage, by=by, deadline_told=outage.refused)
         return Settled(True, entry, f"outage {outage.name} was not told yet")
     seen_at = max(told.seen_at, outage.read_at)

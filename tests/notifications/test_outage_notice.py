@@ -232,6 +232,21 @@ def test_a_long_outage_whose_start_moves_later_is_not_told_again() -> None:
     assert board.writes <= 15
 
 
+def test_a_pool_forced_open_with_nothing_failing_is_told_once_while_it_is_read() -> None:
+    board = NoticeBoard()
+    sent, notifier = _notifier(board)
+    start = FIRST
+    for half_hours in range(7):  # held retries come back at least every hour
+        read_at = start + timedelta(minutes=30 * half_hours)
+        _hold(notifier, half_hours, Fleet(POOL, read_at, (), forced="open"))
+    assert len(sent) == 1
+    assert "forced" not in sent[0].subject  # it names the pool's state as read: open
+    # nobody read it for more than the longest hold and a round: another outage
+    again = start + timedelta(hours=4, seconds=61)
+    _hold(notifier, 0, Fleet(POOL, again, (), forced="open"))
+    assert len(sent) == 2
+
+
 def test_the_refusal_names_the_outage_and_the_deadline_it_missed() -> None:
     board = NoticeBoard()
     sent, notifier = _notifier(board)
