@@ -116,7 +116,7 @@ class RetryWindowNotifier(BaseNotifier):
         """Compose the message for the try that just ended and send it.
 
         A retry held or refused while its pool fails is sent only when its outage was
-        not told yet (or for the outage's first retry refused for its deadline).
+        not told yet, or as the outage's first refusal.
         """
         found = find(context)
         outage = found.outage if isinstance(found, Found) else None

@@ -79,7 +79,7 @@ class Outage:
     """One decision of the retry-start check taken while a pool fails.
 
     :param pool: the pool (the dependency).
-    :param state: ``open`` or ``recovering``.
+    :param state: ``open`` or ``recovering`` (``forced open by on-call`` when forced).
     :param started: when the pool began failing, as the read showed it.
     :param read_at: when the pool was read, on the API server's clock.
     :param round_seconds: the pool's round.
@@ -167,7 +167,7 @@ def outage_of(record: object, try_number: int | None) -> Outage | None:
     window = settings.get("window") if isinstance(settings, Mapping) else None
     return Outage(
         pool=pool,
-        state=str(state),
+        state=f"forced {state} by on-call" if record.get("forced") else str(state),
         # forced open by on-call with nothing failing: the outage starts at the read
         started=failing_since or read_at,
         read_at=read_at,

@@ -240,7 +240,7 @@ def test_a_pool_forced_open_with_nothing_failing_is_told_once_while_it_is_read()
         read_at = start + timedelta(minutes=30 * half_hours)
         _hold(notifier, half_hours, Fleet(POOL, read_at, (), forced="open"))
     assert len(sent) == 1
-    assert "forced" not in sent[0].subject  # it names the pool's state as read: open
+    assert "Outage: pool positions_api is forced open by on-call, failing since" in sent[0].text
     # nobody read it for more than the longest hold and a round: another outage
     again = start + timedelta(hours=4, seconds=61)
     _hold(notifier, 0, Fleet(POOL, again, (), forced="open"))
