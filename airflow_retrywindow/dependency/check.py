@@ -89,6 +89,9 @@ def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
     _keep(context, store, kept, admission, state, settings)
     log.info("Retry window dependency: %s", admission.reason)
     if admission.action == HOLD:
+        from airflow_retrywindow.notifications.held_retry import tell_hold
+
+        tell_hold(context)  # never raises: a held retry runs no callback of its own
         return StartVerdict(RESCHEDULE, admission.reason, start_at=admission.hold_until)
     if admission.action == REFUSE:
         return StartVerdict(REFUSED, admission.reason)

@@ -6,7 +6,11 @@ saw, right after the try ended. The decision is where the provider stored it:
 * for a task with :class:`~airflow_retrywindow.RetryWindowPolicy`, the latest
   entry of the task state store key ``retry_window.evidence`` (the XCom of the
   same key when the store cannot be read), if it was taken for this very try;
-* for a gate or a sensor, its ``return_value`` decision record of this try.
+* for a gate or a sensor, its ``return_value`` decision record of this try;
+* for a retry the retry-start check held or refused while its pool failed
+  (:mod:`airflow_retrywindow.dependency`), the check's record of this try under
+  the task state store key ``retry_window_dependency``, read before the evidence:
+  such a try never ran, so the latest evidence is the previous try's.
 
 Anything else (no context, no entry, an entry of an earlier try, a record that
 cannot be read) is :class:`Missing`, with why and what it means: the notifier
@@ -17,15 +21,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import pendulum
+
+from airflow_retrywindow.dependency.admission import HOLD, REFUSE
+from airflow_retrywindow.dependency.check import KEY as DEPENDENCY_KEY
 from airflow_retrywindow.notifications.notice import (
     Notice,
     from_evidence,
     from_gate_record,
     override_of,
 )
+from airflow_retrywindow.notifications.outage import Outage, dependency_notice, outage_of
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.redaction import describe_exception
@@ -44,12 +53,14 @@ class Found:
     :param work_unit: the unit of work the decision record names, if any.
     :param override: a gate's approved override, or why there is none, when it
         has an approval task.
+    :param outage: the pool's outage, for a retry held or refused on its pool.
     """
 
     notices: tuple[Notice, ...]
     evidence: str
     work_unit: object = None
     override: OverrideEntry | None = None
+    outage: Outage | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,9 @@ def _gate_decision(ti: Any) -> Found | Missing:
 
 
 def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | Missing:
+    record = _dependency_record(context, ti)
+    if record is not None and record.get("action") in (HOLD, REFUSE):
+        return _dependency_decision(context, record, ti, task)
     latest = _latest_evidence(context, ti)
     if not isinstance(latest, Mapping):
         kept = "" if _has_policy(task) else " (the task has no RetryWindowPolicy)"
@@ -132,13 +146,65 @@ def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | 
             ),
             consequence=_consequence(ti, task),
         )
+    notice = from_evidence(latest, str(ti.task_id))
+    # a probe of a failing pool that failed belongs to the pool's outage
+    outage = outage_of(record, ti.try_number) if record is not None else None
     return Found(
-        notices=(from_evidence(latest, str(ti.task_id)),),
+        notices=(notice,),
+        outage=replace(outage, refused=notice.refused) if outage is not None else None,
         evidence=(
             f"task state store key {EVIDENCE_KEY} and the XCom of that key "
             "(replay the fixture with airflow-retrywindow evaluate)"
         ),
     )
+
+
+def _dependency_record(context: Mapping[str, Any], ti: Any) -> Mapping[str, Any] | None:
+    """The retry-start check's record of this try on the task's pool, if it kept one."""
+    store = context.get("task_state_store")
+    if store is None:
+        return None
+    try:
+        record = store.get(DEPENDENCY_KEY)
+    except Exception:
+        log.warning("Could not read %s from the task state store", DEPENDENCY_KEY)
+        return None
+    if not isinstance(record, Mapping) or record.get("tryNumber") != ti.try_number:
+        return None
+    return record
+
+
+def _dependency_decision(
+    context: Mapping[str, Any], record: Mapping[str, Any], ti: Any, task: Any
+) -> Found:
+    """This try's retry, which the retry-start check held or refused on its pool."""
+    outage = outage_of(record, ti.try_number)
+    deadline, work_seconds = _deadline_and_work(context, task)
+    notice = dependency_notice(
+        record, str(ti.task_id), outage, deadline=deadline, work_seconds=work_seconds
+    )
+    return Found(
+        notices=(notice,),
+        evidence=f"task state store key {DEPENDENCY_KEY} and the XCom of that key",
+        outage=outage,
+    )
+
+
+def _deadline_and_work(
+    context: Mapping[str, Any], task: Any
+) -> tuple[pendulum.DateTime | None, int | None]:
+    """The task's deadline and one attempt with its validation, when its policy tells them."""
+    if not _has_policy(task):
+        return None, None
+    policy = task.retry_policy
+    try:
+        deadline = pendulum.instance(policy.deadline.resolve(context)).in_timezone("UTC")
+        work = policy.work.duration_seconds() + policy.work.validation_seconds()
+    except Exception as error:
+        # the message still names the outage and the refusal; only the lateness is left out
+        log.warning("Could not resolve the deadline (%s)", describe_exception(error))
+        return None, None
+    return deadline, int(work)
 
 
 def _latest_evidence(context: Mapping[str, Any], ti: Any) -> object:

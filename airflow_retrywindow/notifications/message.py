@@ -27,8 +27,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from airflow_retrywindow.dependency.admission import PROBE, REFUSE
 from airflow_retrywindow.gate.read import parse_label
 from airflow_retrywindow.notifications.notice import Lateness, Notice
+from airflow_retrywindow.notifications.outage import Outage
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.redaction import safe_text
 
@@ -115,6 +117,7 @@ def compose(
     impact: Impact | None = None,
     evidence: str = "",
     override: OverrideEntry | None = None,
+    outage: Outage | None = None,
 ) -> Message:
     """The message for decisions found for ``task``.
 
@@ -124,6 +127,7 @@ def compose(
     :param impact: who is affected and the alternative, for ``deadline-infeasible``.
     :param evidence: where the full evidence is kept, in words.
     :param override: a gate's ``override`` entry, when it has an approval task.
+    :param outage: the pool's outage a held or refused retry waited on.
     """
     if not notices:
         raise ValueError("notices must hold at least one decision")
@@ -139,6 +143,8 @@ def compose(
         lines += _decision_lines(notice, heading=not single)
     if override is not None:
         lines += _override_lines(override, held=any(notice.refused for notice in notices))
+    if outage is not None:
+        lines += _outage_lines(outage)
     late = [(notice.task_id, notice.lateness) for notice in notices if notice.lateness]
     if late:
         released = _released(override, [task_id for task_id, _ in late])
@@ -151,6 +157,12 @@ def compose(
     if single:
         tried = f" try {task.try_number}" if task.try_number is not None else ""
         subject = f"{head.decision}: {task.name}{tried}, {_label(head)}"
+        if outage is not None:
+            subject = (
+                f"{head.decision}: pool {outage.pool} failing since "
+                f"{outage.started.format(_UTC)}, {outage.failing} task instances failing, "
+                f"{outage.held} held; {task.name}{tried} {_label(head)}"
+            )
     else:
         subject = f"{task.name}: " + "; ".join(
             f"{notice.task_id} {notice.decision} ({_label(notice)})" for notice in notices
@@ -255,6 +267,28 @@ def _override_lines(override: OverrideEntry, *, held: bool) -> list[str]:
     if override.note:
         lines.append(f"  Not released: {override.note}")
     return [*lines, ""]
+
+
+def _outage_lines(outage: Outage) -> list[str]:
+    """The outage, its impact so far, and that it is told once."""
+    lines = [f"Outage: {outage.line()}."]
+    if outage.action == PROBE:
+        lines.append(
+            "  This try probed the pool for the held retries and failed: the outage goes on."
+        )
+    if outage.action == REFUSE:
+        lines.append(
+            "  Deadline missed: this task's retry was held past its latest start (its "
+            "deadline less one attempt and its validation) while the pool failed; it can no "
+            "longer finish before its deadline."
+        )
+    lines += [
+        f"  Told once per outage ({outage.name}): other task instances held, probing or "
+        "refused in it send nothing, except the first refused; Airflow Variable "
+        f"{outage.variable} names the outage told.",
+        "",
+    ]
+    return lines
 
 
 def _released(override: OverrideEntry | None, task_ids: Sequence[str]) -> bool:

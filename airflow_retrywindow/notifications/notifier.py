@@ -27,6 +27,8 @@ from airflow_retrywindow.notifications.message import (
     compose,
     compose_missing,
 )
+from airflow_retrywindow.notifications.notice_variable import NoticeStore, NoticeVariable
+from airflow_retrywindow.notifications.outage import Outage, settle
 from airflow_retrywindow.redaction import describe_exception, safe_text
 
 if TYPE_CHECKING:
@@ -80,6 +82,9 @@ class RetryWindowNotifier(BaseNotifier):
         message (``subject``, ``text`` or ``html``), e.g. ``{"text": "text"}`` for
         Slack. Default: ``subject`` and ``html_content`` when the notifier has them
         and leaves them ``None``, as ``SmtpNotifier`` does.
+    :param notices: where the outage of a pool last told is kept, so that a pool's
+        outage is told once, not once per task (see ``docs/notifications.md``).
+        Default: the Airflow Variable ``retry_window_notice_<pool>``.
     """
 
     template_fields = ("work_unit", "affected", "alternative")
@@ -92,6 +97,7 @@ class RetryWindowNotifier(BaseNotifier):
         affected: str | None = None,
         alternative: str | None = None,
         fill: Mapping[str, str] | None = None,
+        notices: NoticeStore | None = None,
     ) -> None:
         super().__init__()
         self.notifier = _notifier_argument(notifier)
@@ -99,6 +105,7 @@ class RetryWindowNotifier(BaseNotifier):
         self.work_unit = _work_unit_argument(work_unit)
         self.affected = _text_argument(affected, "affected")
         self.alternative = _text_argument(alternative, "alternative")
+        self.notices: NoticeStore = notices if notices is not None else NoticeVariable()
 
     def __call__(self, *args: Any) -> None:
         # Airflow renders a notifier's templates in place, for good; rendering a copy
@@ -106,20 +113,82 @@ class RetryWindowNotifier(BaseNotifier):
         BaseNotifier.__call__(copy.copy(self), *args)
 
     def notify(self, context: Context) -> None:
-        """Compose the message for the try that just ended and send it."""
-        message = self.compose(context)
+        """Compose the message for the try that just ended and send it.
+
+        A retry held or refused while its pool fails is sent only when its outage was
+        not told yet, or as the outage's first refusal.
+        """
+        found = find(context)
+        outage = found.outage if isinstance(found, Found) else None
+        if outage is not None and not self._tells(outage, context):
+            return
+        message = self.compose(context, found)
         self.log.info("Retry window notification: %s", message.subject)
         self.deliver(message, context)
 
-    def compose(self, context: Mapping[str, Any]) -> Message:
+    def tell_hold(self, context: Mapping[str, Any]) -> None:
+        """Tell the outage a retry was just held in, unless it was told. Never raises.
+
+        The retry-start check calls it on a hold: a held retry runs no callback, so
+        without it an outage would be told only when a retry misses its deadline.
+
+        :param context: the held try's task context.
+        """
+        try:
+            found = find(context)
+            if isinstance(found, Found) and found.outage is not None:
+                # a copy: Airflow adds the notifier's fields to the context it is given,
+                # and this one is the held try's own
+                self(dict(context))
+        except Exception:
+            self.log.exception("Could not tell the outage of a held retry")
+
+    def _tells(self, outage: Outage, context: Mapping[str, Any]) -> bool:
+        """Whether this task instance tells ``outage``; writes the notice entry when due."""
+        by = _task_try(context)
+        label = f"{by.name} ({by.run_id}) try {by.try_number}"
+        try:
+            kept = self.notices.read(outage.pool)
+        except Exception as error:
+            # a duplicate is better than a silenced outage
+            self.log.warning(
+                "Retry window: %s could not be read (%s); the notice is sent",
+                outage.variable,
+                describe_exception(error),
+            )
+            kept = None
+        try:
+            settled = settle(kept, outage, by=label)
+        except Exception:
+            self.log.exception("Could not settle whether %s was told; it is sent", outage.name)
+            return True
+        if settled.entry is not None:
+            try:
+                self.notices.write(outage.pool, settled.entry)
+            except Exception as error:
+                self.log.warning(
+                    "Retry window: %s could not be written (%s); the next decision of this "
+                    "outage may tell it again",
+                    outage.variable,
+                    describe_exception(error),
+                )
+        self.log.info(
+            "Retry window outage notice %s: %s",
+            "sent" if settled.send else "not sent",
+            settled.why,
+        )
+        return settled.send
+
+    def compose(self, context: Mapping[str, Any], found: Found | Missing | None = None) -> Message:
         """The message for the callback's try. Never raises: at worst it says nothing was found.
 
         :param context: the task context Airflow hands the callback.
+        :param found: the decision already found for it, if any.
         """
         task = _task_try(context)
         failure = _failure(context.get("exception"))
         try:
-            found = find(context)
+            found = found if found is not None else find(context)
             if isinstance(found, Found):
                 return compose(
                     task,
@@ -128,6 +197,7 @@ class RetryWindowNotifier(BaseNotifier):
                     impact=Impact(affected=self.affected, alternative=self.alternative),
                     evidence=found.evidence,
                     override=found.override,
+                    outage=found.outage,
                 )
             return _missing(task, found, failure, self.work_unit or _data_interval(context))
         except Exception as error:
