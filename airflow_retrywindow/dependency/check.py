@@ -261,6 +261,7 @@ def _keep(  # noqa: PLR0917
         # a hold because the pool could not be read waits the own backoff: not a longer one
         holds=int(kept.get("holds", 0)) + (1 if admission.action == HOLD and state else 0),
         probed_round=admission.round if admission.action == PROBE else kept.get("probedRound"),
+        window_seconds=settings.window_seconds,
     )
     try:
         store.set(KEY, record.as_dict())

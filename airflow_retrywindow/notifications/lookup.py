@@ -27,7 +27,6 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.dependency.admission import HOLD, REFUSE
-from airflow_retrywindow.dependency.check import KEY as DEPENDENCY_KEY
 from airflow_retrywindow.notifications.notice import (
     Notice,
     from_evidence,
@@ -35,6 +34,7 @@ from airflow_retrywindow.notifications.notice import (
     override_of,
 )
 from airflow_retrywindow.notifications.outage import Outage, dependency_notice, outage_of
+from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.redaction import describe_exception

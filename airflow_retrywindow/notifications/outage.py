@@ -53,16 +53,11 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.dependency.admission import (
-    DEADLINE_INFEASIBLE,
-    DEPENDENCY_HELD,
-    HOLD,
-    PROBE,
-    REFUSE,
-)
-from airflow_retrywindow.dependency.fleet import OPEN, RECOVERING
+from airflow_retrywindow.dependency.admission import DEADLINE_INFEASIBLE, HOLD, PROBE, REFUSE
 from airflow_retrywindow.dependency.settings import MAX_HOLD
 from airflow_retrywindow.notifications.notice import Lateness, Notice
+from airflow_retrywindow.records.dependency_state import OPEN, RECOVERING
+from airflow_retrywindow.verdicts import DEPENDENCY_HELD
 
 #: the Airflow Variable that holds the outage of a pool last told
 NOTICE_VARIABLE = "retry_window_notice_{pool}"
@@ -163,8 +158,7 @@ def outage_of(record: object, try_number: int | None) -> Outage | None:
     if read_at is None:
         return None
     failing_since = _time(record.get("failingSince"))
-    settings = record.get("settings")
-    window = settings.get("window") if isinstance(settings, Mapping) else None
+    window = record.get("windowSeconds")
     return Outage(
         pool=pool,
         state=f"forced {state} by on-call" if record.get("forced") else str(state),

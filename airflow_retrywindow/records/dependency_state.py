@@ -88,6 +88,7 @@ class DependencyRecord:
         twice as long as the one before.
     :param probed_round: the last round this task instance probed in: it probes at most
         once a round.
+    :param window_seconds: how far back the failures and successes were counted.
     """
 
     #: the shape this class writes and reads; any other is not read
@@ -114,6 +115,7 @@ class DependencyRecord:
     reason: str
     holds: int = 0
     probed_round: int | None = None
+    window_seconds: int = 0
 
     def __post_init__(self) -> None:
         """Times become pendulum UTC; a record that would not read back is refused here.
@@ -155,6 +157,7 @@ class DependencyRecord:
             "reason": self.reason,
             "holds": self.holds,
             "probedRound": self.probed_round,
+            "windowSeconds": self.window_seconds,
         }
 
     @classmethod
@@ -288,6 +291,7 @@ def _fields_of(value: object) -> dict[str, Any]:
         "reason": _text(value, "reason", empty=True),
         "holds": _count(value, "holds") if "holds" in value else 0,
         "probed_round": None if value.get("probedRound") is None else _count(value, "probedRound"),
+        "window_seconds": _count(value, "windowSeconds") if "windowSeconds" in value else 0,
     }
 
 

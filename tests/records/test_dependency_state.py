@@ -51,6 +51,7 @@ HELD: dict[str, Any] = {
     "the next probe round",
     "holds": 1,
     "probedRound": None,
+    "windowSeconds": 300,
 }
 AT = pendulum.datetime(2026, 12, 4, 14, 2, 11)
 
@@ -78,6 +79,7 @@ def held(**changed: Any) -> DependencyRecord:
         "hold_until": pendulum.datetime(2026, 12, 4, 14, 3),
         "reason": HELD["reason"],
         "holds": 1,
+        "window_seconds": 300,
     }
     return DependencyRecord(**{**fields, **changed})
 
