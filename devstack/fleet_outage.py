@@ -1,0 +1,146 @@
+"""A shared outage, for the end-to-end test and the distributed path.
+
+Two DAGs of six gated tasks each share the pool ``positions_api`` and an API; a third
+does the same with Airflow's own retries in its own pool
+(``tests/policy/fleet_dags/rw_fleet.py``). Each task asks the API once per try, at the
+URL in ``RW_FLEET_STANDIN``: a loopback stand-in whose every endpoint (``/gated``,
+``/plain``, ...) answers 503 for ``outage`` seconds from its own first request, then
+200, and keeps every request with its DAG, task and try.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+from devstack.loopback import LoopbackServer
+from devstack.stack import ROOT, AirflowStack
+
+#: the fleet's DAG file, and its DAGs
+DAG_FILE = ROOT / "tests" / "policy" / "fleet_dags" / "rw_fleet.py"
+GATED_DAGS = ("rw_fleet_a", "rw_fleet_b")
+PLAIN_DAG = "rw_fleet_plain"
+#: the gated tasks' pool (their dependency) and the plain tasks' own
+POOLS = ("positions_api", "positions_plain")
+POOL_SLOTS = 16
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request the stand-in answered (``at`` on the monotonic clock)."""
+
+    at: float
+    endpoint: str
+    dag: str
+    task: str
+    try_number: int
+    status: int
+
+
+class FleetStandIn:
+    """The stand-in, serving until closed.
+
+    :param outage: seconds each endpoint answers 503 from its first request.
+    """
+
+    def __init__(self, outage: float) -> None:
+        self.outage = outage
+        self.requests: list[Request] = []
+        self.first: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._server = LoopbackServer(self._handler())
+
+    @property
+    def url(self) -> str:
+        """Its base URL."""
+        return self._server.url
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._server.close()
+
+    def back_at(self, endpoint: str) -> float:
+        """When ``endpoint`` answers 200 again (monotonic clock)."""
+        return self.first[endpoint] + self.outage
+
+    def retries_while_down(self, endpoint: str) -> list[Request]:
+        """The retries (try 2 or later) that reached ``endpoint`` while it answered 503."""
+        back = self.back_at(endpoint)
+        return [
+            each
+            for each in self.requests
+            if each.endpoint == endpoint and each.try_number >= 2 and each.at < back
+        ]
+
+    def _answer(self, path: str) -> int:
+        parts = urlsplit(path)
+        endpoint = parts.path.strip("/")
+        query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+        now = time.monotonic()
+        with self._lock:
+            started = self.first.setdefault(endpoint, now)
+            status = 503 if now - started < self.outage else 200
+            self.requests.append(
+                Request(now, endpoint, query["dag"], query["task"], int(query["try"]), status)
+            )
+        return status
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        answer = self._answer
+
+        class Handler(BaseHTTPRequestHandler):
+            handlers: ClassVar[int] = 0
+
+            def do_GET(self) -> None:
+                self.send_response(answer(self.path))
+                self.end_headers()
+                self.wfile.write(b"positions")
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        return Handler
+
+
+def create_pools(stack: AirflowStack) -> None:
+    """The two pools, :data:`POOL_SLOTS` slots each."""
+    for pool in POOLS:
+        stack.api("POST", "/api/v2/pools", {"name": pool, "slots": POOL_SLOTS})
+
+
+def final_states(
+    stack: AirflowStack, runs: dict[str, str], dag_ids: tuple[str, ...]
+) -> list[tuple[str | None, int]]:
+    """(state, try number) of every task instance of ``dag_ids``' runs."""
+    return [
+        state for dag_id in dag_ids for state in stack.task_states(dag_id, runs[dag_id]).values()
+    ]
+
+
+def dependency_records(stack: AirflowStack) -> list[dict[str, Any]]:
+    """The latest dependency decision of every task instance."""
+    rows = stack.rows("select value from task_state_store where key='retry_window_dependency'")
+    return [json.loads(value) for (value,) in rows]
+
+
+def report(stack: AirflowStack, runs: dict[str, str], standin: FleetStandIn) -> str:
+    """The gated fleet and the plain one side by side, as a table."""
+
+    def line(name: str, dag_ids: tuple[str, ...], endpoint: str) -> str:
+        states = [state for state, _ in final_states(stack, runs, dag_ids)]
+        down = len(standin.retries_while_down(endpoint)) if endpoint in standin.first else 0
+        return (
+            f"| {name} | {states.count('success')} of {len(states)} succeeded | "
+            f"{down} retries reached the API while it was down |"
+        )
+
+    rows = ["| | after the API came back | while it was down |"]
+    rows.append(line("gated (RetryWindowPolicy)", GATED_DAGS, "gated"))
+    if PLAIN_DAG in runs:
+        rows.append(line("plain Airflow", (PLAIN_DAG,), "plain"))
+    return "\n".join(rows)
