@@ -13,7 +13,11 @@ database and a Redis key prefix of their own. Three runs of the example DAG:
    during that wait is measured;
 2. a late day: the refusals and the impact branch;
 3. an on-time day where the triggerer is restarted while the sensor is deferred:
-   the sensor still resumes at the end of the backoff.
+   the sensor still resumes at the end of the backoff;
+4. a shared outage on two Celery workers: twelve gated tasks of two DAGs share the
+   pool ``positions_api`` and a stand-in API that answers 503 for 70 s (20 s probe
+   rounds here); the held retries keep to the probe budget across both workers, and
+   every task succeeds after the API is back (:mod:`devstack.fleet_outage`).
 
 Every process started is stopped by pid, the database is dropped and the Redis
 keys deleted. Logs stay in ``.test-runs/`` and are named on failure.
@@ -22,6 +26,7 @@ keys deleted. Logs stay in ``.test-runs/`` and are named on failure.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,12 +35,16 @@ import pendulum
 import psycopg2
 import redis
 
+from devstack import fleet_outage
 from devstack.example import DAG_ID, LATE, ON_TIME, Day, problems, xcom
 from devstack.stack import ROOT, AirflowStack, log
 
 POSTGRES = "postgres@127.0.0.1:5432"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 RESTART_DAY = Day("on-time", "2026-11-30", ON_TIME.deadline)
+#: the shared outage here: shorter than the end-to-end test's, in shorter rounds
+FLEET_OUTAGE = 70.0
+FLEET_ROUND = 20
 
 
 class Failure(Exception):
@@ -140,18 +149,55 @@ def check_deferral(stack: AirflowStack, run_id: str, clock: SensorClock) -> None
         raise Failure(f"the sensor ended at {resumed_at}, not just after {until}")
 
 
+def check_fleet_outage(stack: AirflowStack, standin: fleet_outage.FleetStandIn) -> None:
+    """Twelve gated tasks on two workers through a shared outage: within the budget."""
+    fleet_outage.create_pools(stack)
+    conf = {"deadline_in": 3600}
+    runs = {
+        dag_id: stack.trigger(dag_id, conf=conf, logical_date="2026-11-01")
+        for dag_id in fleet_outage.GATED_DAGS
+    }
+    for dag_id, run_id in runs.items():
+        stack.wait_for_run(dag_id, run_id, timeout=600)
+    table = fleet_outage.report(stack, runs, standin)
+    log(table)
+    finals = fleet_outage.final_states(stack, runs, fleet_outage.GATED_DAGS)
+    if len(finals) != 12 or any(state != "success" for state, _ in finals):
+        raise Failure(f"the fleet did not all succeed after the outage: {finals}\n{table}")
+    # one probe a round: the rounds the outage spans, and one more for a round's edge
+    budget = int(FLEET_OUTAGE // FLEET_ROUND) + 2
+    down = standin.retries_while_down("gated")
+    if len(down) > budget:
+        raise Failure(f"{len(down)} retries reached the API while it was down (budget {budget})")
+    # both workers took tasks of the fleet: their decisions met in the same rounds
+    for worker in ("worker", "worker-2"):
+        taken = (stack.logs / f"{worker}.log").read_text(errors="replace").count("received")
+        if taken == 0:
+            raise Failure(f"the Celery {worker} received no task")
+    log(f"{len(down)} retries reached the API while it was down, within the budget {budget}")
+
+
 def main() -> int:
     tag = f"{os.getpid()}_{int(time.time())}"
     database = f"retrywindow_{tag}"
     prefix = f"retrywindow-{tag}:"
     home = ROOT / ".test-runs" / f"distributed-{tag}"
+    # the example's DAG and the fleet's, in one folder
+    dags = home / "dags"
+    dags.mkdir(parents=True)
+    for dag_file in (ROOT / "dags" / "retry_window_example.py", fleet_outage.DAG_FILE):
+        shutil.copy(dag_file, dags)
+    standin = fleet_outage.FleetStandIn(FLEET_OUTAGE)
     admin_sql(f'CREATE DATABASE "{database}"')
     log(f"created PostgreSQL database {database}; Redis key prefix {prefix!r}")
     stack = AirflowStack(
         home=home,
         database_url=f"postgresql+psycopg2://{POSTGRES}/{database}",
         executor="CeleryExecutor",
+        dags_folder=dags,
         extra_env={
+            "RW_FLEET_STANDIN": standin.url,
+            "AIRFLOW__RETRY_WINDOW__DEPENDENCY_ROUND": str(FLEET_ROUND),
             "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
             "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql://{POSTGRES}/{database}",
             "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX": prefix,
@@ -159,25 +205,27 @@ def main() -> int:
     )
     try:
         stack.prepare()
-        stack.start("api-server", "scheduler", "dag-processor", "triggerer", "worker")
+        stack.start("api-server", "scheduler", "dag-processor", "triggerer", "worker", "worker-2")
         stack.wait_for_dag(DAG_ID)
         run_id, clock = run_day(stack, ON_TIME)
         check_deferral(stack, run_id, clock)
         run_day(stack, LATE)
         run_id, clock = run_day(stack, RESTART_DAY, restart_triggerer=True)
         check_deferral(stack, run_id, clock)
+        check_fleet_outage(stack, standin)
     except Exception as error:
         print(f"\nFAILED: {error!r}\n\n{stack.log_tails()}", file=sys.stderr)
         print(f"\nService logs: {stack.logs}", file=sys.stderr)
         return 1
     finally:
         stack.stop()
+        standin.close()
         admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         keys = redis.Redis.from_url(REDIS_URL)
         for key in keys.scan_iter(match=f"{prefix}*"):
             keys.delete(key)
         log(f"dropped {database}, deleted the {prefix!r} keys; logs in {home}")
-    print("\n3 passed, 0 failed: distributed path (CeleryExecutor, PostgreSQL, Redis)")
+    print("\n4 passed, 0 failed: distributed path (CeleryExecutor, PostgreSQL, Redis)")
     return 0
 
 

@@ -39,6 +39,8 @@ SERVICES = {
     "dag-processor": ["dag-processor"],
     "triggerer": ["triggerer"],
     "worker": ["celery", "worker", "--concurrency", "4"],
+    # a second Celery worker, for the distributed path's two workers deciding at once
+    "worker-2": ["celery", "worker", "--concurrency", "4", "--celery-hostname", "second@%h"],
 }
 
 
