@@ -9,11 +9,12 @@ a round (its own task state store remembers the round). The order changes every
 round, so the probes rotate among the task instances.
 
 **Holds.** A held retry is checked again after its own backoff, doubled at each hold
-(at most :data:`~.settings.MAX_HOLD`), never before the next round, and earlier
-only for the round in which it is a probe. A spread of up to a fifth of the hold,
-the same for a given try every time, keeps the held retries from coming back at
-the same instant. A hold never runs past the retry's latest start (the deadline
-less one attempt and its validation); a retry still held there is refused.
+(at most :data:`~.settings.MAX_HOLD`), never before the next round nor sooner than
+:data:`MIN_HOLD`, and earlier only for the round in which it is a probe. A spread of
+up to a fifth of the hold or a round, whichever is longer, the same for a given try
+every time, keeps the held retries from starting their workers together. A hold
+never runs past the retry's latest start (the deadline less one attempt and its
+validation); a retry still held there is refused.
 
 **Release.** Once something of the pool succeeds after the latest failure, the
 held retries come back in waves: ``2 x budget`` task instances in the first round,
@@ -44,8 +45,11 @@ REFUSE = "refuse"
 #: for one that may run now
 DEADLINE_INFEASIBLE = Decision.DEADLINE_INFEASIBLE.value
 RETRY_ELIGIBLE = Decision.RETRY_ELIGIBLE.value
-#: the share of a hold its spread may add
+#: the share of a hold its spread may add (at least a round)
 SPREAD = 0.2
+#: the shortest hold: a reschedule that comes sooner meets Airflow's scheduler race
+#: (:mod:`airflow_retrywindow.scheduler_race`), which fails the held try
+MIN_HOLD = 15
 #: rounds looked ahead for the one in which a held retry probes
 LOOKAHEAD_ROUNDS = 60
 
@@ -240,20 +244,22 @@ def _hold_until(
 ) -> tuple[pendulum.DateTime, int | None]:
     """When a held retry is checked again, and the round it probes in, if one is near."""
     now = state.read_at
+    soonest = now + timedelta(seconds=MIN_HOLD)
     if state.state != OPEN:
         # recovering: back in the next round's wave, spread over that round
-        at = round_start(number + 1, settings)
-        return at + _spread(retry, settings.round_seconds), None
+        at = round_start(number + 1, settings) + _spread(retry, settings.round_seconds)
+        return max(at, soonest), None
     grown = min(max(retry.backoff_seconds, 1) * 2**retry.holds, MAX_HOLD)
     until = max(now + timedelta(seconds=grown), round_start(number + 1, settings))
-    until += _spread(retry, grown)
+    # spread over a round at least: the held retries do not start their workers together
+    until += _spread(retry, max(SPREAD * grown, settings.round_seconds))
     last = round_of(until, settings)
     budget = settings.budget(state.first_tries)
     for ahead in range(number + 1, min(last, number + LOOKAHEAD_ROUNDS) + 1):
         if _probes_in(state, retry.key, ahead, budget):
-            at = round_start(ahead, settings) + _spread(retry, settings.round_seconds // 4)
-            return min(until, at), ahead
-    return until, None
+            at = round_start(ahead, settings) + _spread(retry, settings.round_seconds / 4)
+            return max(min(until, at), soonest), ahead
+    return max(until, soonest), None
 
 
 def _probes(
@@ -280,8 +286,9 @@ def _in_time(retry: Retry, now: pendulum.DateTime) -> bool:
 
 
 def _spread(retry: Retry, seconds: float) -> timedelta:
+    """Up to ``seconds``, the same for a given try and hold every time."""
     fraction = _rank(_base("spread", retry.key), retry.try_number * 1000 + retry.holds) / 2**64
-    return timedelta(seconds=round(SPREAD * seconds * fraction if seconds > 0 else 0, 3))
+    return timedelta(seconds=round(seconds * fraction if seconds > 0 else 0, 3))
 
 
 _MASK = (1 << 64) - 1
