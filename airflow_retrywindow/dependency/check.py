@@ -41,7 +41,7 @@ from airflow_retrywindow.dependency.fleet import (
     PoolTry,
     TaskKey,
 )
-from airflow_retrywindow.dependency.settings import DependencySettings
+from airflow_retrywindow.dependency.settings import DependencySettings, PoolSettings
 from airflow_retrywindow.policies.try_start import REFUSE as REFUSED
 from airflow_retrywindow.policies.try_start import RESCHEDULE, StartVerdict
 from airflow_retrywindow.records import evidence
@@ -71,7 +71,8 @@ def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
     reaches a dependency nobody could check), and refused at its latest start.
     """
     task, ti = context["task"], context["ti"]
-    settings = configuration.pool_settings().of(str(task.pool))
+    pools = configuration.pool_settings()
+    settings = pools.of(str(task.pool))
     if settings is None:
         return None
     store = context["task_state_store"]
@@ -79,7 +80,7 @@ def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
     retry = _retry(context, kept)
     state: DependencyState | None = None
     try:
-        state, released = _read(str(task.pool), settings, ti)
+        state, released = _read(str(task.pool), settings, ti, pools)
     except Exception as error:
         cause = describe_exception(error)
         log.warning("Retry window: pool %s could not be read (%s)", task.pool, cause)
@@ -98,8 +99,14 @@ def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
     return None
 
 
-def _read(pool: str, settings: DependencySettings, ti: Any) -> tuple[DependencyState, int]:
-    """The pool's state, and the retries let run in this round (read while it recovers)."""
+def _read(
+    pool: str, settings: DependencySettings, ti: Any, pools: PoolSettings
+) -> tuple[DependencyState, int]:
+    """The pool's state, and the retries let run in this round (read while it recovers).
+
+    The pools are read while it recovers (the open slots bound a wave), and whenever
+    ``dependency_pools`` names pools: a name that is no pool is logged.
+    """
     # the REST client is a large generated package: imported before the reads' time
     # limit starts, or a loaded worker spends the limit importing it
     import airflow_client.client  # noqa: F401
@@ -130,9 +137,18 @@ def _read(pool: str, settings: DependencySettings, ti: Any) -> tuple[DependencyS
     read_at = _server_now(api)
     fleet = Fleet(pool, read_at, tuple(tries), counted, forced=_forced(pool))
     state = fleet.state(settings)
+    if state.state != RECOVERING and not pools.pools:
+        return state, 0
+    existing = api.pools({pool, *pools.pools})
+    for name in pools.unknown(set(existing)):
+        log.warning(
+            "Retry window: [retry_window] dependency_pools names %r, which is no pool; "
+            "its setting applies to nothing",
+            name,
+        )
     if state.state != RECOVERING:
         return state, 0
-    found = api.pools([pool]).get(pool)
+    found = existing.get(pool)
     fleet = Fleet(
         pool, read_at, tuple(tries), counted, found.open_slots() if found else None, fleet.forced
     )

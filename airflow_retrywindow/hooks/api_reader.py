@@ -514,7 +514,9 @@ class AirflowApi:
 
     def recent_xcom_keys(self, key_prefix: str, since: datetime) -> list[XComKey]:
         """The XCom keys starting with ``key_prefix`` of every DAG and run pushed since
-        ``since``, newest first: pages are read until one reaches back past ``since``.
+        ``since``, newest first: one page (one request), so a deployment that pushed more
+        such keys since then than a page holds (``[api] maximum_page_limit``) shows only
+        the newest.
 
         :param key_prefix: the start of the keys wanted.
         :param since: the oldest push wanted.
@@ -522,41 +524,32 @@ class AirflowApi:
         from airflow_client.client import XComApi
 
         api = XComApi(self._client())
-        found: list[XComKey] = []
-        offset = 0
-        while True:
-            answer = self._call(
-                f"XCom keys {key_prefix}* of every DAG",
-                partial(
-                    api.get_xcom_entries,
-                    dag_id="~",
-                    dag_run_id="~",
-                    task_id="~",
-                    xcom_key_prefix_pattern=key_prefix,
-                    limit=self.page_size,
-                    offset=offset,
-                    order_by=["-timestamp"],
-                    _request_timeout=self.timeout,
-                ),
+        answer = self._call(
+            f"XCom keys {key_prefix}* of every DAG",
+            partial(
+                api.get_xcom_entries,
+                dag_id="~",
+                dag_run_id="~",
+                task_id="~",
+                xcom_key_prefix_pattern=key_prefix,
+                limit=self.page_size,
+                offset=0,
+                order_by=["-timestamp"],
+                _request_timeout=self.timeout,
+            ),
+        )
+        return [
+            XComKey(
+                item.task_id,
+                item.map_index,
+                item.key,
+                _aware(item.timestamp),
+                dag_id=item.dag_id,
+                run_id=item.run_id,
             )
-            rows = list(answer.xcom_entries)
-            found += [
-                XComKey(
-                    item.task_id,
-                    item.map_index,
-                    item.key,
-                    _aware(item.timestamp),
-                    dag_id=item.dag_id,
-                    run_id=item.run_id,
-                )
-                for item in rows
-                if item.key.startswith(key_prefix)
-            ]
-            offset += len(rows)
-            if not rows or offset >= int(answer.total_entries or 0):
-                return found
-            if _aware(rows[-1].timestamp) < since:
-                return found
+            for item in answer.xcom_entries
+            if item.key.startswith(key_prefix) and _aware(item.timestamp) >= since
+        ]
 
     def xcom_value(
         self, dag_id: str, run_id: str, task_id: str, key: str, map_index: int = -1
