@@ -52,7 +52,7 @@ HOME = ROOT / ".demo" / "airflow"
 #: every task's state changes and every decision's full text, of the latest demo
 DETAILS = ROOT / ".demo" / "details.log"
 #: the longest reason a day's table shows; the details file has each in full
-REASON_WIDTH = 100
+REASON_WIDTH = 105
 #: where the model's explanation lists what it does not claim: the same for every
 #: decision, so the demo shows it once
 CLAIMS_HEADING = "What the model does not claim:"
@@ -145,7 +145,8 @@ class Details(io.TextIOBase):
 
 def one_line(text: str, *, decision: bool = False) -> str:
     """``text`` cut to one line of the day's table: whole when it fits, else up to the
-    last clause that fits, else up to the last word, with an ellipsis.
+    last clause that fits (without its closing parenthesis, for a reason), else up to
+    the last word, with an ellipsis.
 
     :param decision: ``text`` is a decision's reason: drop its leading decision word,
         which the table shows in its own column, and its closing parenthesis (the
@@ -156,11 +157,11 @@ def one_line(text: str, *, decision: bool = False) -> str:
         text = _without_closing_parenthesis(text.partition(": ")[2] or text)
     if len(text) <= REASON_WIDTH:
         return text
-    clauses = [
-        text[:end] for end in range(REASON_WIDTH, 0, -1) if text[end : end + 2] in ("; ", ", ")
-    ]
-    if clauses:
-        return _without_closing_parenthesis(clauses[0]) if decision else clauses[0]
+    for end in range(len(text) - 2, 0, -1):
+        if text[end : end + 2] in ("; ", ", "):
+            clause = _without_closing_parenthesis(text[:end]) if decision else text[:end]
+            if len(clause) <= REASON_WIDTH:
+                return clause
     return text[: REASON_WIDTH - 1].rsplit(" ", 1)[0] + "…"
 
 
