@@ -51,6 +51,8 @@ from devstack.stack import ROOT, AirflowStack, log
 HOME = ROOT / ".demo" / "airflow"
 #: every task's state changes and every decision's full text, of the latest demo
 DETAILS = ROOT / ".demo" / "details.log"
+#: the columns of a day's table
+TABLE_HEADERS = ["task", "outcome", "decision", "reason"]
 #: the longest reason a day's table shows; the details file has each in full
 REASON_WIDTH = 105
 #: where the model's explanation lists what it does not claim: the same for every
@@ -430,7 +432,7 @@ def show(stack: AirflowStack, day: Day, run_id: str, state: str, details: Detail
     details.add(["", *full_texts(stack, f"{day.kind} day", run_id, state, details)])
     print(f"\n===== {day.kind} day, business date {day.business_date}: run {run_id} ended {state}")
     print()
-    print("\n".join(render_table(_HEADERS, task_rows(stack, run_id), right=frozenset())))
+    print("\n".join(render_table(TABLE_HEADERS, task_rows(stack, run_id), right=frozenset())))
     print()
     found = problems(stack, run_id, day)
     if found:
@@ -439,9 +441,6 @@ def show(stack: AirflowStack, day: Day, run_id: str, state: str, details: Detail
     else:
         print(textwrap.fill(f"Lesson: {LESSONS[day.kind]}", width=100))
     print(f"State log and every decision in full: {details.named()}")
-
-
-_HEADERS = ["task", "outcome", "decision", "reason"]
 
 
 def run_day(stack: AirflowStack, day: Day, details: Details) -> str:
@@ -482,7 +481,7 @@ def repeat_append(stack: AirflowStack, run_id: str, details: Details) -> str:
     print(f"\n===== {run_id}: append cleared with upstream, run ended {state}")
     print()
     cleared = task_rows(stack, run_id, list(AFTER_APPEND_CLEAR))
-    print("\n".join(render_table(_HEADERS, cleared, right=frozenset())))
+    print("\n".join(render_table(TABLE_HEADERS, cleared, right=frozenset())))
     print()
     found_problems = append_clear_problems(stack, run_id)
     if found_problems:

@@ -106,7 +106,7 @@ STATE_CHANGE = re.compile(r"^\[\d\d:\d\d:\d\d\]   (\w+) +(\w+) +try (\d+)$", re.
 def table(screen: str) -> dict[str, list[str]]:
     """The rows of a day's table: task id -> its cells (outcome, decision, reason)."""
     lines = screen.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.split() == demo._HEADERS)
+    start = next(i for i, line in enumerate(lines) if line.split() == demo.TABLE_HEADERS)
     rows = {}
     for line in lines[start + 1 :]:
         if not line.strip():
