@@ -47,8 +47,10 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# VERBOSE=1 also prints every task's state changes and every decision in full
+# (by default they go to .demo/details.log and each day prints one screen)
 demo: $(RUNTIME)
-	@$(BIN)/python -m devstack.demo
+	@$(BIN)/python -m devstack.demo $(if $(filter-out 0,$(VERBOSE)),--verbose)
 
 up: $(RUNTIME)
 	@$(BIN)/python -m devstack.up
