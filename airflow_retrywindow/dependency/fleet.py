@@ -14,9 +14,9 @@ pool's task instances, read in one listing (:mod:`.check`). A task instance coun
   retryable or unknown (refused for its deadline, or an unknown outcome).
 
 The dependency is ``open`` while ``trip_tasks`` or more task instances are failing
-and nothing of the pool has succeeded since the latest failure (and since the
-failing began: a success from before it says nothing of the outage); ``recovering``
-once something has; ``closed`` below the threshold.
+and nothing of the pool has succeeded since the latest failure seen to end (or, with
+none seen, in the last two rounds); ``recovering`` once something has; ``closed``
+below the threshold.
 """
 
 from __future__ import annotations
@@ -140,16 +140,14 @@ class Fleet:
         last_failure = max(failures, default=None)
         last_success = max((at for at in successes if at is not None), default=None)
         since = _earliest(failing)
-        # a success from before the failing began says nothing of the outage
-        latest_failure = last_failure or since
         if self.forced in FORCED:
             state = str(self.forced)
         elif len(failing) < settings.trip_tasks:
             state = CLOSED
-        elif last_success is None or (latest_failure is not None and latest_failure > last_success):
-            state = OPEN
-        else:
+        elif _recovered(last_success, last_failure, self.read_at, settings):
             state = RECOVERING
+        else:
+            state = OPEN
         round_start = self.read_at - timedelta(seconds=settings.round_seconds)
         first_tries = sum(
             1
@@ -245,6 +243,27 @@ class DependencyState:
             "lastSuccess": _iso(self.last_success),
             "openSlots": self.open_slots,
         }
+
+
+def _recovered(
+    last_success: pendulum.DateTime | None,
+    last_failure: pendulum.DateTime | None,
+    read_at: pendulum.DateTime,
+    settings: DependencySettings,
+) -> bool:
+    """Whether something of the pool succeeded after the latest failure seen to end.
+
+    With no failure seen to end (every failing task instance is held or in a retry
+    whose outcome is not known yet), only a success of the last two rounds counts: a
+    retry's start and a held try's check look alike in the listing, so they cannot say
+    when the failing began, and an older success may predate it. A success that does
+    predate it costs one wave of released retries, which fail and open the pool again.
+    """
+    if last_success is None:
+        return False
+    if last_failure is not None:
+        return last_success > last_failure
+    return read_at - last_success <= timedelta(seconds=2 * settings.round_seconds)
 
 
 def _ended_within(item: PoolTry, state: str, since: pendulum.DateTime) -> bool:

@@ -202,6 +202,22 @@ def test_a_success_from_before_the_failing_began_does_not_recover_it() -> None:
     assert state.state == OPEN
 
 
+def test_held_retries_checked_after_the_recovery_do_not_open_it_again() -> None:
+    succeeded_at = T0 + timedelta(seconds=70)
+    after = succeeded_at + timedelta(seconds=20)
+    tries = (
+        # held retries whose checks ended after the probe's success, and one checking now
+        *(a_try(n, "up_for_reschedule", end=after) for n in range(6)),
+        a_try(6, "running", start=after),
+        a_try(7, "success", try_number=3, end=succeeded_at),
+    )
+    state = Fleet(POOL, after + timedelta(seconds=5), tries).state(SETTINGS)
+    assert state.state == RECOVERING
+    # two rounds without a success, and nothing seen to end failed: open again, to probe
+    later = Fleet(POOL, succeeded_at + timedelta(seconds=150), tries).state(SETTINGS)
+    assert later.state == OPEN
+
+
 def test_a_failure_after_the_recovery_opens_it_again() -> None:
     tries = (
         *(a_try(n, "up_for_reschedule", end=T0) for n in range(5)),
