@@ -95,7 +95,14 @@ def test_a_shared_outage_holds_the_gated_retries_and_every_task_succeeds_after_i
     held = dependency_records(stack)
     # every check read the pool: none was held because it could not be read
     assert not [record for record in held if "could not be read" in record["reason"]], held
-    assert any(record["action"] == "hold" and record["state"] == "open" for record in held), held
+    # each hold is one of Airflow's reschedules of the try (the store keeps each task
+    # instance's latest decision only, which after the recovery is its release)
+    holds = stack.rows(
+        "select count(*) from task_reschedule r join task_instance ti on ti.id = r.ti_id"
+        " where ti.run_id = :r",
+        r=runs[GATED_DAGS[0]],
+    )
+    assert holds[0][0] >= 11, holds  # all but the first round's probe, at least
     # the plain counterfactual burns every retry into the outage
     assert all(state == "failed" for state, _ in final_states(stack, runs, (PLAIN_DAG,))), table
 
