@@ -151,6 +151,7 @@ def check_deferral(stack: AirflowStack, run_id: str, clock: SensorClock) -> None
 
 def check_fleet_outage(stack: AirflowStack, standin: fleet_outage.FleetStandIn) -> None:
     """Twelve gated tasks on two workers through a shared outage: within the budget."""
+    stack.start("worker-2")
     fleet_outage.create_pools(stack)
     conf = {"deadline_in": 3600}
     runs = {
@@ -205,7 +206,7 @@ def main() -> int:
     )
     try:
         stack.prepare()
-        stack.start("api-server", "scheduler", "dag-processor", "triggerer", "worker", "worker-2")
+        stack.start("api-server", "scheduler", "dag-processor", "triggerer", "worker")
         stack.wait_for_dag(DAG_ID)
         run_id, clock = run_day(stack, ON_TIME)
         check_deferral(stack, run_id, clock)

@@ -11,12 +11,15 @@ failing task instances.
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from collections.abc import Iterator
 
 import pendulum
 import pytest
 
+from devstack.distributed import POSTGRES, admin_sql
 from devstack.fleet_outage import (
     DAG_FILE,
     GATED_DAGS,
@@ -28,7 +31,7 @@ from devstack.fleet_outage import (
     final_states,
     report,
 )
-from devstack.stack import AirflowStack, sqlite_stack
+from devstack.stack import AirflowStack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -50,20 +53,30 @@ def standin() -> Iterator[FleetStandIn]:
 def stack(
     tmp_path_factory: pytest.TempPathFactory, standin: FleetStandIn
 ) -> Iterator[AirflowStack]:
+    """A stack on a PostgreSQL database of its own: eighteen tasks failing, holding and
+    retrying at once wait on SQLite's one writer until the API server times out."""
     home = tmp_path_factory.mktemp("fleet-outage")
     dags = home / "dags"
     dags.mkdir()
     shutil.copy(DAG_FILE, dags)
-    settings = {"RW_FLEET_STANDIN": standin.url, "AIRFLOW__CORE__PARALLELISM": "24"}
-    with sqlite_stack(
-        home,
-        ("api-server", "scheduler", "dag-processor"),
-        (*GATED_DAGS, PLAIN_DAG),
+    database = f"retrywindow_fleet_{os.getpid()}_{int(time.time())}"
+    admin_sql(f'CREATE DATABASE "{database}"')
+    running = AirflowStack(
+        home=home,
+        database_url=f"postgresql+psycopg2://{POSTGRES}/{database}",
         dags_folder=dags,
-        extra_env=settings,
-    ) as running:
+        extra_env={"RW_FLEET_STANDIN": standin.url, "AIRFLOW__CORE__PARALLELISM": "24"},
+    )
+    try:
+        running.prepare()
+        running.start("api-server", "scheduler", "dag-processor")
+        for dag_id in (*GATED_DAGS, PLAIN_DAG):
+            running.wait_for_dag(dag_id)
         create_pools(running)
         yield running
+    finally:
+        running.stop()
+        admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 def test_a_shared_outage_holds_the_gated_retries_and_every_task_succeeds_after_it(
