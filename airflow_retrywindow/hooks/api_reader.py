@@ -333,32 +333,13 @@ class AirflowApi:
         self, dag_id: str, run_id: str, task_ids: Collection[str]
     ) -> list[TaskInstanceRow]:
         """The current task instances of ``task_ids`` in one run, in one paged request."""
-        from airflow_client.client import TaskInstanceApi, TaskInstancesBatchBody
-
         if not task_ids:
             return []
-        api = TaskInstanceApi(self._client())
-        wanted = sorted(set(task_ids))
-
-        def page(offset: int) -> tuple[list[Any], int]:
-            body = TaskInstancesBatchBody(
-                dag_ids=[dag_id],
-                dag_run_ids=[run_id],
-                task_ids=wanted,
-                page_limit=self.page_size,
-                page_offset=offset,
-                order_by="id",
-            )
-            answer = api.get_task_instances_batch(
-                dag_id="~",
-                dag_run_id="~",
-                task_instances_batch_body=body,
-                _request_timeout=self.timeout,
-            )
-            return list(answer.task_instances), int(answer.total_entries or 0)
-
         where = f"task instances of run {run_id!r} of DAG {dag_id!r}"
-        return [_row(item, seen) for item, seen in self._pages(page, where)]
+        found = self._batch(
+            where, dag_ids=[dag_id], dag_run_ids=[run_id], task_ids=sorted(set(task_ids))
+        )
+        return [_row(item, seen) for item, seen in found]
 
     def task_tries(
         self, dag_id: str, run_id: str, task_id: str, map_index: int = -1
@@ -483,34 +464,15 @@ class AirflowApi:
         :param states: only task instances in these states (all when empty).
         :param ended_since: only tries that ended at or after this time.
         """
-        from airflow_client.client import (
-            TaskInstanceApi,
-            TaskInstancesBatchBody,
-            TaskInstanceState,
+        from airflow_client.client import TaskInstanceState
+
+        found = self._batch(
+            f"task instances of pool {pool!r}",
+            pool=[pool],
+            state=[TaskInstanceState(name) for name in sorted(states)] or None,
+            end_date_gte=ended_since,
         )
-
-        api = TaskInstanceApi(self._client())
-
-        def page(offset: int) -> tuple[list[Any], int]:
-            body = TaskInstancesBatchBody(
-                pool=[pool],
-                state=[TaskInstanceState(name) for name in sorted(states)] or None,
-                end_date_gte=ended_since,
-                page_limit=self.page_size,
-                page_offset=offset,
-                order_by="id",
-            )
-            answer = api.get_task_instances_batch(
-                dag_id="~",
-                dag_run_id="~",
-                task_instances_batch_body=body,
-                _request_timeout=self.timeout,
-            )
-            return list(answer.task_instances), int(answer.total_entries or 0)
-
-        return [
-            _pool_try(item) for item, _ in self._pages(page, f"task instances of pool {pool!r}")
-        ]
+        return [_pool_try(item) for item, _ in found]
 
     def recent_xcom_keys(self, key_prefix: str, since: datetime) -> list[XComKey]:
         """The XCom keys starting with ``key_prefix`` of every DAG and run pushed since
@@ -686,6 +648,27 @@ class AirflowApi:
         return int(answer.total_entries or 0)
 
     # -- plumbing ----------------------------------------------------------------
+
+    def _batch(self, where: str, **filters: Any) -> Iterator[tuple[Any, pendulum.DateTime]]:
+        """Every task instance the batch listing gives for ``filters``, across DAGs and runs,
+        in pages of up to :attr:`page_size` (the listing takes up to 1000 a page)."""
+        from airflow_client.client import TaskInstanceApi, TaskInstancesBatchBody
+
+        api = TaskInstanceApi(self._client())
+
+        def page(offset: int) -> tuple[list[Any], int]:
+            body = TaskInstancesBatchBody(
+                **filters, page_limit=self.page_size, page_offset=offset, order_by="id"
+            )
+            answer = api.get_task_instances_batch(
+                dag_id="~",
+                dag_run_id="~",
+                task_instances_batch_body=body,
+                _request_timeout=self.timeout,
+            )
+            return list(answer.task_instances), int(answer.total_entries or 0)
+
+        return self._pages(page, where)
 
     def _pages(
         self, page: Callable[[int], tuple[list[T], int]], where: str
