@@ -327,12 +327,13 @@ def decide(api: PoolApi, counter: ReaderCounter, *, holds: int) -> Decision:
         latest_start=pendulum.now("UTC").add(hours=6),
         holds=holds,
     )
-    settings = configuration.pool_settings().of(POOL)
+    pools = configuration.pool_settings()
+    settings = pools.of(POOL)
     assert settings is not None
     with api.lock:
         seen, served = len(api.paths), len(api.served)
     began, cpu = time.perf_counter(), time.thread_time()
-    state, released = _read(POOL, settings, ti)
+    state, released = _read(POOL, settings, ti, pools)
     admitted = time.perf_counter()
     admission = admit(state, retry, settings, released)
     admit_s = time.perf_counter() - admitted
