@@ -22,6 +22,7 @@ import pendulum
 from airflow_retrywindow.cli.streams import UnreadableInputError, emit, load, refuse
 from airflow_retrywindow.cli.table import render_table
 from airflow_retrywindow.exceptions import ClockError, RecordError
+from airflow_retrywindow.labels import UTC_CLOCK, UTC_SHOWN
 from airflow_retrywindow.model import Fixture, InvalidFixture, Verdict, decide
 from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY
 from airflow_retrywindow.records.dependency_state import DependencyRecord, dependency_of
@@ -280,7 +281,7 @@ def _stored_dependency(entry: Mapping[str, Any], written: TimeText) -> list[str]
 
 
 def _dated(when: pendulum.DateTime) -> str:
-    return when.in_timezone("UTC").format("YYYY-MM-DD HH:mm:ss[Z]")
+    return when.in_timezone("UTC").format(UTC_SHOWN)
 
 
 def _job(entry: Mapping[str, Any]) -> tuple[Reconciliation | None, str | None]:
@@ -307,8 +308,8 @@ def _written(clock: Clock | None, fixture: Fixture) -> TimeText:
     def write(when: pendulum.DateTime) -> str:
         utc = when.in_timezone("UTC")
         if today is not None and utc.date() == today.date():
-            return utc.format("HH:mm:ss[Z]")
-        return utc.format("YYYY-MM-DD HH:mm:ss[Z]")
+            return utc.format(UTC_CLOCK)
+        return utc.format(UTC_SHOWN)
 
     return write
 

@@ -32,6 +32,7 @@ import pendulum
 
 from airflow_retrywindow.dependency.fleet import DependencyState, TaskKey
 from airflow_retrywindow.dependency.settings import MAX_HOLD, DependencySettings
+from airflow_retrywindow.labels import VIEW_CLOCK
 from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.records.dependency_state import CLOSED, OPEN
 from airflow_retrywindow.verdicts import DEPENDENCY_HELD
@@ -196,7 +197,7 @@ def unread(
     return Admission(
         HOLD,
         DEPENDENCY_HELD,
-        f"{DEPENDENCY_HELD}: {facts}; held until {until.format('HH:mm:ss [UTC]')}",
+        f"{DEPENDENCY_HELD}: {facts}; held until {until.format(VIEW_CLOCK)}",
         number,
         0,
         hold_until=until,
@@ -218,7 +219,7 @@ def _hold(  # noqa: PLR0917
             REFUSE,
             DEADLINE_INFEASIBLE,
             f"{DEADLINE_INFEASIBLE}: {facts}; held past its latest start "
-            f"{retry.latest_start.format('HH:mm:ss [UTC]')}, the retry cannot finish, "
+            f"{retry.latest_start.format(VIEW_CLOCK)}, the retry cannot finish, "
             "validation included, before its deadline",
             number,
             budget,
@@ -230,7 +231,7 @@ def _hold(  # noqa: PLR0917
     return Admission(
         HOLD,
         DEPENDENCY_HELD,
-        f"{DEPENDENCY_HELD}: {facts}; held until {until.format('HH:mm:ss [UTC]')} "
+        f"{DEPENDENCY_HELD}: {facts}; held until {until.format(VIEW_CLOCK)} "
         f"(try {retry.try_number} is not spent; {budget} probe(s) a round)",
         number,
         budget,

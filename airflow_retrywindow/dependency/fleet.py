@@ -29,6 +29,8 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.dependency.settings import DependencySettings
+from airflow_retrywindow.labels import VIEW_CLOCK
+from airflow_retrywindow.labels import label as label_of
 from airflow_retrywindow.records.dependency_state import CLOSED, FORCED, OPEN, RECOVERING
 
 #: Airflow's states of a task instance this module reads
@@ -92,7 +94,7 @@ class PoolTry:
 def label(key: TaskKey) -> str:
     """``dag.task[3] (run)`` for a task instance."""
     dag_id, run_id, task_id, map_index = key
-    task = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+    task = label_of(task_id, map_index)
     return f"{dag_id}.{task} ({run_id})"
 
 
@@ -214,11 +216,9 @@ class DependencyState:
         """One line for a reason: what the pool's state is and what it rests on."""
         if self.forced:
             return f"pool {self.pool} is forced {self.forced} by on-call"
-        since = (
-            f" since {self.failing_since.format('HH:mm:ss [UTC]')}" if self.failing_since else ""
-        )
+        since = f" since {self.failing_since.format(VIEW_CLOCK)}" if self.failing_since else ""
         success = (
-            f"last success {self.last_success.format('HH:mm:ss [UTC]')}"
+            f"last success {self.last_success.format(VIEW_CLOCK)}"
             if self.last_success
             else "no success"
         )

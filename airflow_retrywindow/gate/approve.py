@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pendulum
 
 from airflow_retrywindow.gate.observe import OBSERVATIONS
-from airflow_retrywindow.gate.read import UNMAPPED
+from airflow_retrywindow.labels import UNMAPPED, UTC_ISO, UTC_SHOWN
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.verdicts import overridable, standing
 
@@ -68,9 +68,6 @@ OVERRIDABLE = overridable()
 STANDING = standing()
 #: the words for an override, wherever one is shown
 OVERRIDDEN_BY = "refused by the model, overridden by {user}"
-
-_UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
-_SHOWN = "YYYY-MM-DD HH:mm:ss[Z]"
 
 
 @dataclass(frozen=True)
@@ -164,7 +161,7 @@ class Override:
             return f"No override through {self.approval}: {self.note}."
         refused = ", ".join(f"{name} {decision}" for name, decision in self.overridden)
         line = (
-            f"Override: {refused}: {self.wording} at {self.approved_at.format(_SHOWN)} "
+            f"Override: {refused}: {self.wording} at {self.approved_at.format(UTC_SHOWN)} "
             f"through {self.approval}; reason: {self.reason}."
         )
         return f"{line} Not released: {self.note}." if self.note else line
@@ -224,7 +221,7 @@ def judge(
     if not reason:
         return replace(
             refused,
-            note=f"{approver.shown} approved at {at.format(_SHOWN)} without stating a reason "
+            note=f"{approver.shown} approved at {at.format(UTC_SHOWN)} without stating a reason "
             f"(the form field {REASON_PARAM!r}); an approval counts only with one",
         )
     named, problem = _named(answer.params_input, allowed)
@@ -239,9 +236,9 @@ def judge(
     if previous_decision is not None and at <= previous_decision:
         return replace(
             refused,
-            note=f"{approver.shown} approved at {at.format(_SHOWN)}, before this gate's previous "
-            f"decision at {previous_decision.format(_SHOWN)}: one approval lets one repeat "
-            f"through; clear {approval} to ask again",
+            note=f"{approver.shown} approved at {at.format(UTC_SHOWN)}, before this gate's "
+            f"previous decision at {previous_decision.format(UTC_SHOWN)}: one approval lets one "
+            f"repeat through; clear {approval} to ask again",
         )
     released: list[str] = []
     overridden: list[tuple[str, str]] = []
@@ -279,7 +276,7 @@ def _unusable(answer: ApprovalRow | None, approval: str) -> str | None:
         )
     if answer.responded_at is None:
         return f"{approval} has not been answered yet (its state: {answer.state or 'none'})"
-    at = answer.responded_at.format(_SHOWN)
+    at = answer.responded_at.format(UTC_SHOWN)
     if answer.user_id is None:
         return (
             f"nobody answered {approval} in time; Airflow chose its default "
@@ -360,8 +357,8 @@ def _stale(rows: Sequence[TargetDecision], at: pendulum.DateTime, approval: str)
             return f"when the latest try of {row.label} ended is not known"
         if at <= since:
             return (
-                f"approved at {at.format(_SHOWN)}, before the latest try of {row.label} ended "
-                f"at {since.format(_SHOWN)}: that approval was for an earlier repeat; clear "
+                f"approved at {at.format(UTC_SHOWN)}, before the latest try of {row.label} ended "
+                f"at {since.format(UTC_SHOWN)}: that approval was for an earlier repeat; clear "
                 f"{approval} to ask again"
             )
     return None
@@ -400,7 +397,7 @@ def _answer_seen(answer: ApprovalRow | None) -> dict[str, Any] | None:
 
 
 def _iso(moment: pendulum.DateTime | None) -> str | None:
-    return None if moment is None else moment.in_timezone("UTC").format(_UTC)
+    return None if moment is None else moment.in_timezone("UTC").format(UTC_ISO)
 
 
 # -- reading the approval task ------------------------------------------------------

@@ -29,7 +29,8 @@ import pendulum
 from airflow_retrywindow.gate.budget import Budget, BudgetVerdict
 from airflow_retrywindow.gate.capacity import CapacityVerdict, assess
 from airflow_retrywindow.gate.observe import Observed
-from airflow_retrywindow.gate.read import UNMAPPED, Instance, label, model_ids
+from airflow_retrywindow.gate.read import model_ids
+from airflow_retrywindow.labels import UNMAPPED, UTC_ISO, Instance, label
 from airflow_retrywindow.model.bounds import MAX_TASKS
 from airflow_retrywindow.model.decisions import NOT_ATTEMPTED, Decision, lets_run_now
 from airflow_retrywindow.model.fixture import Fixture
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
 WAIT_BACKOFF = Decision.WAIT_BACKOFF.value
 #: held-back map indexes a target's blockers name one by one; the rest are counted
 MAX_NAMED_BLOCKERS = 20
-
-_UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
 
 
 @dataclass(frozen=True)
@@ -194,8 +193,8 @@ class DecisionTable:
     def as_dict(self) -> dict[str, Any]:
         """The table as JSON-ready values."""
         return {
-            "asOf": self.as_of.format(_UTC),
-            "deadline": self.deadline.format(_UTC),
+            "asOf": self.as_of.format(UTC_ISO),
+            "deadline": self.deadline.format(UTC_ISO),
             "deadlinePassed": self.as_of > self.deadline,
             "decisions": [row.as_dict() for row in self.decisions],
             "budget": self.budget.as_dict() if self.budget else None,
@@ -388,7 +387,7 @@ def _held(status: str, capacity: CapacityVerdict) -> str:
 
 
 def _iso(clock: Clock, seconds: int | None) -> str | None:
-    return None if seconds is None else clock.at(seconds).format(_UTC)
+    return None if seconds is None else clock.at(seconds).format(UTC_ISO)
 
 
 def _with_name(status: str, model_id: str, name: str) -> str:

@@ -57,14 +57,12 @@ from airflow_retrywindow.gate.read import (
     RESET_STATES,
     RUNNING_STATES,
     SUCCESS_STATES,
-    UNMAPPED,
-    Instance,
     RunSnapshot,
     failed,
     known_state,
-    parse_label,
 )
 from airflow_retrywindow.gate.targets import Target
+from airflow_retrywindow.labels import UNMAPPED, UTC_SHOWN, Instance, parse_label
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS
 from airflow_retrywindow.model.decisions import NOT_ATTEMPTED
 from airflow_retrywindow.model.states import TaskState
@@ -81,7 +79,6 @@ if TYPE_CHECKING:
 #: only catches an answer at odds with its own clock, within the one skew tolerance
 CLOCK_TOLERANCE = timedelta(seconds=DEFAULT_CLOCK_SKEW_TOLERANCE)
 #: how an observation's time is written in a reason
-_SHOWN = "YYYY-MM-DD HH:mm:ss[Z]"
 #: :attr:`Observed.source` of a task instance as Airflow's REST API shows it
 AIRFLOW_API = "airflow-api"
 #: :attr:`Observed.source` when an explicit observation replaced Airflow's view
@@ -128,7 +125,7 @@ class Observed:
         """Words for the reason: when and where an explicit observation was made."""
         if self.facts is None or self.source != OBSERVATIONS:
             return ""
-        seen = f"observed {pendulum.instance(self.facts.observed_at).format(_SHOWN)}"
+        seen = f"observed {pendulum.instance(self.facts.observed_at).format(UTC_SHOWN)}"
         return f"{seen}; {self.facts.seen_in}" if self.facts.seen_in else seen
 
     @property

@@ -57,13 +57,13 @@ reading past it could turn a try we do not understand into a first run.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_retrywindow.exceptions import TargetError
+from airflow_retrywindow.labels import UNMAPPED, Instance, label
 from airflow_retrywindow.model.bounds import TASK_ID
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.timing.fixtures import model_alias, model_task_id
@@ -72,53 +72,6 @@ if TYPE_CHECKING:
     from airflow_retrywindow.gate.targets import Target
     from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
     from airflow_retrywindow.timing.skew import ClockOffset
-
-#: Airflow's map index of a task instance that is not (yet) mapped
-UNMAPPED = -1
-#: ``load[3]``: a map index in a name; task ids cannot hold brackets
-_LABEL = re.compile(r"(?P<task_id>[^\[\]]+)\[(?P<map_index>0|[1-9][0-9]*)\]")
-
-
-@dataclass(frozen=True, order=True)
-class Instance:
-    """One task instance of a target in the gate's DAG run.
-
-    :param task_id: the Airflow task id.
-    :param map_index: its map index, ``-1`` when the task is not (yet) mapped.
-    """
-
-    task_id: str
-    map_index: int = UNMAPPED
-
-    @property
-    def mapped(self) -> bool:
-        """Whether this is one map index of a mapped task."""
-        return self.map_index > UNMAPPED
-
-    @property
-    def label(self) -> str:
-        """Its name in reasons, status updates and observations: ``load`` or ``load[3]``."""
-        return label(self.task_id, self.map_index)
-
-
-def label(task_id: str, map_index: int = UNMAPPED) -> str:
-    """A task instance's name: the task id, with ``[map index]`` when it is mapped.
-
-    :param task_id: the Airflow task id.
-    :param map_index: its map index, ``-1`` when not mapped.
-    """
-    return task_id if map_index <= UNMAPPED else f"{task_id}[{map_index}]"
-
-
-def parse_label(text: str) -> Instance:
-    """The instance a name stands for: ``load`` -> map index -1, ``load[3]`` -> 3.
-
-    :param text: a task id, or a task id with a map index in brackets.
-    """
-    found = _LABEL.fullmatch(text)
-    if found is None:
-        return Instance(text)
-    return Instance(found["task_id"], int(found["map_index"]))
 
 
 def model_id(instance: Instance, *, aliased: bool = False) -> str:

@@ -43,6 +43,7 @@ from typing import Any
 
 from airflow_retrywindow.gate.approve import Override
 from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
+from airflow_retrywindow.labels import UTC_SHOWN
 from airflow_retrywindow.records.schema import stamped
 from airflow_retrywindow.redaction import safe_json, without_userinfo
 
@@ -137,8 +138,8 @@ def status_text(
     is none) gets a line of its own after the targets'.
     """
     lines = [
-        f"Retry window gate {gate} as of {table.as_of.format('YYYY-MM-DD HH:mm:ss[Z]')}, "
-        f"deadline {table.deadline.format('YYYY-MM-DD HH:mm:ss[Z]')}"
+        f"Retry window gate {gate} as of {table.as_of.format(UTC_SHOWN)}, "
+        f"deadline {table.deadline.format(UTC_SHOWN)}"
         + (" (passed)" if table.as_of > table.deadline else "")
         + "."
     ]

@@ -79,6 +79,7 @@ from airflow_retrywindow.configuration import (
 )
 from airflow_retrywindow.dependency.fleet import PoolTry
 from airflow_retrywindow.exceptions import AirflowApiError, ClockError
+from airflow_retrywindow.labels import label
 from airflow_retrywindow.read_retry import (
     ErrorAnswer,
     ReadRetry,
@@ -351,7 +352,7 @@ class AirflowApi:
         from airflow_client.client import TaskInstanceApi
 
         api = TaskInstanceApi(self._client())
-        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+        shown = label(task_id, map_index)
         where = f"tries of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
 
         def request() -> Any:
@@ -395,7 +396,7 @@ class AirflowApi:
         from airflow_client.client import EventLogApi
 
         api = EventLogApi(self._client())
-        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+        shown = label(task_id, map_index)
         where = f"{event!r} events of try {try_number} of task {shown!r} in run {run_id!r}"
         answer = self._call(
             where,
@@ -523,7 +524,7 @@ class AirflowApi:
         from airflow_client.client import XComApi
 
         api = XComApi(self._client())
-        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+        shown = label(task_id, map_index)
         where = f"XCom {key!r} of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
         answer = self._call(
             where,
@@ -558,7 +559,7 @@ class AirflowApi:
         from airflow_client.client.exceptions import ApiException
 
         api = TaskInstanceApi(self._client())
-        shown = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+        shown = label(task_id, map_index)
         where = f"the approval answer of {shown!r} in run {run_id!r} of DAG {dag_id!r}"
         try:
             answer = self._call(

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_retrywindow.dependency.admission import PROBE, REFUSE
-from airflow_retrywindow.gate.read import parse_label
+from airflow_retrywindow.labels import UTC_SHOWN, label, parse_label
 from airflow_retrywindow.notifications.notice import Lateness, Notice
 from airflow_retrywindow.notifications.outage import Outage
 from airflow_retrywindow.records.override import OverrideEntry
@@ -43,7 +43,6 @@ MAX_TEXT = 20_000
 _PREFIX = "[retry window]"
 _NEVER_ACTS = "The gate only decides: it submitted, cancelled and observed no job."
 #: how real times are written in a notification: dated, UTC
-_UTC = "YYYY-MM-DD HH:mm:ss[Z]"
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -67,8 +66,7 @@ class TaskTry:
     @property
     def name(self) -> str:
         """``dag.task`` (with ``[index]`` for a mapped task), as a subject names it."""
-        mapped = f"[{self.map_index}]" if self.map_index >= 0 else ""
-        return f"{self.dag_id}.{self.task_id}{mapped}"
+        return f"{self.dag_id}.{label(self.task_id, self.map_index)}"
 
     def line(self) -> str:
         """Where the decision was taken, for the body."""
@@ -160,7 +158,7 @@ def compose(
         if outage is not None:
             subject = (
                 f"{head.decision}: pool {outage.pool} failing since "
-                f"{outage.started.format(_UTC)}, {outage.failing} task instances failing, "
+                f"{outage.started.format(UTC_SHOWN)}, {outage.failing} task instances failing, "
                 f"{outage.held} held; {task.name}{tried} {_label(head)}"
             )
     else:
@@ -259,7 +257,7 @@ def _override_lines(override: OverrideEntry, *, held: bool) -> list[str]:
     refused = ", ".join(f"{name} {decision}" for name, decision in override.overridden)
     lines = [
         f"Approved override: refused by the model, overridden by {override.approver} at "
-        f"{override.approved_at.format(_UTC)} through {override.approval}.",
+        f"{override.approved_at.format(UTC_SHOWN)} through {override.approval}.",
         f"  Reason: {override.reason}",
         f"  Targets: {', '.join(override.targets)}"
         + (f"; the model's decisions stand in the record: {refused}" if refused else ""),

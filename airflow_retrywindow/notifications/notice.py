@@ -35,6 +35,7 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
+from airflow_retrywindow.labels import UTC_SHOWN, label
 from airflow_retrywindow.model.decisions import Decision, lets_run_now
 from airflow_retrywindow.records.decision_record import (
     GuardEntry,
@@ -59,7 +60,6 @@ from airflow_retrywindow.timing.status import status_update
 from airflow_retrywindow.verdicts import entry_of, verdict
 
 #: how real times are written in a notification: dated, UTC
-_UTC = "YYYY-MM-DD HH:mm:ss[Z]"
 #: the longest account of an unreadable stored value kept
 _MAX_PROBLEM = 500
 #: the gate's decisions that let guarded work run
@@ -123,7 +123,7 @@ class Notice:
 
 def _written(when: pendulum.DateTime) -> str:
     """A time as notifications write it: dated, UTC."""
-    return when.in_timezone("UTC").format(_UTC)
+    return when.in_timezone("UTC").format(UTC_SHOWN)
 
 
 # -- the policy's evidence -----------------------------------------------------------
@@ -179,13 +179,13 @@ def from_evidence(entry: Mapping[str, Any], task_id: str) -> Notice:
     lateness = None
     if decision.decision is Decision.DEADLINE_INFEASIBLE and decision.estimated_finish is not None:
         lateness = Lateness(
-            finish=clock.at(decision.estimated_finish).format(_UTC),
-            deadline=clock.at(fixture.deadline).format(_UTC),
+            finish=clock.at(decision.estimated_finish).format(UTC_SHOWN),
+            deadline=clock.at(fixture.deadline).format(UTC_SHOWN),
             seconds=decision.estimated_finish - fixture.deadline,
         )
     start_at = None
     if action == RESCHEDULE and decision.earliest_start is not None:
-        start_at = clock.at(decision.earliest_start).format(_UTC)
+        start_at = clock.at(decision.earliest_start).format(UTC_SHOWN)
     return Notice(
         task_id=task_id,
         decision=decision.decision.value,
@@ -311,8 +311,8 @@ def _overridden_estimate(row: Mapping[str, Any], task_id: str, gate: str) -> str
 
 def _labelled(task_id: str, map_index: object) -> str:
     """``load``, or ``load[3]`` for one map index of a mapped task, as Airflow's UI names it."""
-    if isinstance(map_index, int) and not isinstance(map_index, bool) and map_index >= 0:
-        return f"{task_id}[{map_index}]"
+    if isinstance(map_index, int) and not isinstance(map_index, bool):
+        return label(task_id, map_index)
     return task_id
 
 

@@ -19,6 +19,7 @@ from airflow.sdk.bases.notifier import BaseNotifier
 from markupsafe import Markup
 
 from airflow_retrywindow.exceptions import InvalidNotifier
+from airflow_retrywindow.labels import UTC_SHOWN
 from airflow_retrywindow.notifications.lookup import Found, Missing, find
 from airflow_retrywindow.notifications.message import (
     Impact,
@@ -281,7 +282,7 @@ def _data_interval(context: Mapping[str, Any]) -> str | None:
 
 
 def _utc(when: Any) -> str:
-    return str(pendulum.instance(when).in_timezone("UTC").format("YYYY-MM-DD HH:mm:ss[Z]"))
+    return str(pendulum.instance(when).in_timezone("UTC").format(UTC_SHOWN))
 
 
 def _filled(fill: Mapping[str, str] | None, sender: BaseNotifier) -> dict[str, str]:

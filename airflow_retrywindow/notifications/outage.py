@@ -55,6 +55,7 @@ import pendulum
 
 from airflow_retrywindow.dependency.admission import DEADLINE_INFEASIBLE, HOLD, PROBE, REFUSE
 from airflow_retrywindow.dependency.settings import MAX_HOLD
+from airflow_retrywindow.labels import UTC_SHOWN
 from airflow_retrywindow.notifications.notice import Lateness, Notice
 from airflow_retrywindow.records.dependency_state import OPEN, RECOVERING
 from airflow_retrywindow.verdicts import DEPENDENCY_HELD
@@ -64,7 +65,6 @@ NOTICE_VARIABLE = "retry_window_notice_{pool}"
 #: the shape of that Variable's value this release writes and reads
 NOTICE_VERSION = 1
 #: how real times are written in a notification: dated, UTC
-_UTC = "YYYY-MM-DD HH:mm:ss[Z]"
 #: the pool states in which a held retry waits on an outage
 _FAILING = (OPEN, RECOVERING)
 
@@ -122,7 +122,7 @@ class Outage:
     @property
     def name(self) -> str:
         """``positions_api since 2026-12-04 14:00:00Z``: the outage's id."""
-        return f"{self.pool} since {self.began.format(_UTC)}"
+        return f"{self.pool} since {self.began.format(UTC_SHOWN)}"
 
     @property
     def variable(self) -> str:
@@ -351,4 +351,4 @@ def _count(value: object) -> int:
 
 
 def _written(when: pendulum.DateTime) -> str:
-    return when.in_timezone("UTC").format(_UTC)
+    return when.in_timezone("UTC").format(UTC_SHOWN)

@@ -37,7 +37,7 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
-from airflow_retrywindow.gate.read import label
+from airflow_retrywindow.labels import VIEW_SHOWN, label
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import TaskDecision
 from airflow_retrywindow.plugins.timeline import Timeline, timeline
@@ -735,4 +735,4 @@ def _described(value: object) -> str:
 
 def formatted(when: pendulum.DateTime | None) -> str:
     """A wall-clock time as the view shows it, or a dash."""
-    return "-" if when is None else when.in_timezone("UTC").format("YYYY-MM-DD HH:mm:ss [UTC]")
+    return "-" if when is None else when.in_timezone("UTC").format(VIEW_SHOWN)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from airflow_retrywindow.exceptions import RecordError
-from airflow_retrywindow.gate.read import label
+from airflow_retrywindow.labels import label
 from airflow_retrywindow.plugins.decision_rows import formatted, shown
 from airflow_retrywindow.records.dependency_state import (
     KEY,

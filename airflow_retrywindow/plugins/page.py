@@ -16,6 +16,7 @@ from importlib.resources import files
 
 import pendulum
 
+from airflow_retrywindow.labels import UTC_CLOCK, label
 from airflow_retrywindow.links.addresses import ViewLinks
 from airflow_retrywindow.model.decisions import lets_run_now
 from airflow_retrywindow.plugins.decision_rows import (
@@ -549,7 +550,7 @@ def _bar(item: Stretch, *, top: float) -> str:
             f'<text class="tl-bar-text" x="{item.x0 + 4:g}" y="{top + BAR / 2 + 4:g}">'
             f"{_e(item.label)}</text>"
         )
-    span = f"{item.label}: {item.start.format('HH:mm:ss[Z]')} to {item.end.format('HH:mm:ss[Z]')}"
+    span = f"{item.label}: {item.start.format(UTC_CLOCK)} to {item.end.format(UTC_CLOCK)}"
     return (
         f'<g><rect class="tl-{_e(item.kind)}" x="{item.x0:g}" y="{top:g}" width="{width:g}" '
         f'height="{BAR:g}" rx="2"><title>{_e(span)}</title></rect>{text}</g>'
@@ -612,7 +613,7 @@ def _task_link(links: ViewLinks, row: DecisionRow) -> str:
 
 def _named(row: DecisionRow) -> str:
     """The task a row is about, with its map index when it is mapped."""
-    return f"{row.task_id} [{row.map_index}]" if row.map_index >= 0 else row.task_id
+    return label(row.task_id, row.map_index)
 
 
 def _badge(decision: str) -> str:

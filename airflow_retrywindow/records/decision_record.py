@@ -22,6 +22,7 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
+from airflow_retrywindow.labels import label
 from airflow_retrywindow.records.schema import NOT_A_RECORD, version_problem
 
 #: the keys every decision record has, in every shape written so far
@@ -43,7 +44,7 @@ def look_alike_note(task_id: str, map_index: int) -> str:
     :param task_id: the task that returned it.
     :param map_index: its map index; -1 when not mapped.
     """
-    where = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+    where = label(task_id, map_index)
     return (
         f"{where}: its return value has the keys of a decision record, but the task is not "
         f"a retry window gate or sensor, so it is {NOT_A_RECORD}"

@@ -23,6 +23,7 @@ from airflow_retrywindow.gate.targets import (
     target_problems,
     unsafe_trigger_rule,
 )
+from airflow_retrywindow.labels import UTC_ISO
 from airflow_retrywindow.operators.retry_window_mixin import RetryWindowMixin
 from airflow_retrywindow.redaction import safe_json
 from airflow_retrywindow.timing.work import EstimateOverride, Work
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from airflow.sdk import Context
-
-_UTC = "YYYY-MM-DDTHH:mm:ss[Z]"
 
 
 def short_wait(airflow_version: str | None = None) -> timedelta:
@@ -217,21 +216,21 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
                 context["ti"].xcom_push(key="return_value", value={**record, "action": "timeout"})
                 self._time_out(
                     f"Sensor has timed out: the backoff of {row.label} ends at "
-                    f"{until.format(_UTC)}, after the sensor's timeout at "
-                    f"{time_limit.format(_UTC)}"
+                    f"{until.format(UTC_ISO)}, after the sensor's timeout at "
+                    f"{time_limit.format(UTC_ISO)}"
                 )
-            at = decided.table.as_of.format(_UTC)
-            waits.append({"at": at, "until": until.format(_UTC), "reason": row.blockers()[0]})
+            at = decided.table.as_of.format(UTC_ISO)
+            waits.append({"at": at, "until": until.format(UTC_ISO), "reason": row.blockers()[0]})
             record = self._sensor_record(context, decided, waits=waits, started=started)
             # visible while waiting, and read back on resume (dag.test keeps no next_kwargs)
             context["ti"].xcom_push(key="return_value", value=record)
             left = until - pendulum.now("UTC")
             if left >= sleep_under:
                 break
-            self.log.info("%s; waiting here until %s", safe_json(row.reason), until.format(_UTC))
+            self.log.info("%s; waiting here until %s", safe_json(row.reason), until.format(UTC_ISO))
             # an Event's wait, not time.sleep: it also works on a faked clock (faketime)
             threading.Event().wait(max(left.total_seconds(), 0.0))
-        self.log.info("%s; deferring until %s", safe_json(row.reason), until.format(_UTC))
+        self.log.info("%s; deferring until %s", safe_json(row.reason), until.format(UTC_ISO))
         self.defer(
             trigger=DateTimeTrigger(moment=until),
             method_name="execute_complete",
@@ -276,7 +275,7 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
                 "target": self.target,
                 "action": action,
                 "waits": waits,
-                "firstEvaluatedAt": (started or decided.table.as_of).format(_UTC),
+                "firstEvaluatedAt": (started or decided.table.as_of).format(UTC_ISO),
             },
         )
 

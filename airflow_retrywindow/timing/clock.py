@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 import pendulum
 
 from airflow_retrywindow.exceptions import ClockError
+from airflow_retrywindow.labels import UTC_ISO
 from airflow_retrywindow.model.bounds import TIME_LIMIT
 
 _MICROS = 1_000_000
@@ -111,7 +112,7 @@ class Clock:
 
     def iso(self) -> str:
         """The origin as an ISO 8601 UTC string, as stored in the evidence."""
-        return self.origin.format("YYYY-MM-DDTHH:mm:ss[Z]")
+        return self.origin.format(UTC_ISO)
 
     @classmethod
     def from_iso(cls, text: str) -> Clock:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pendulum
 
+from airflow_retrywindow.labels import UTC_CLOCK, UTC_SHOWN
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.verdicts import Fields, entry_of, worded
 
@@ -28,8 +29,8 @@ def moment(clock: Clock, seconds: int, today: pendulum.DateTime) -> str:
     """A model time as ``HH:MM:SSZ``, with the date when it is not ``today``'s."""
     when = clock.at(seconds)
     if when.date() == today.date():
-        return when.format("HH:mm:ss[Z]")
-    return when.format("YYYY-MM-DD HH:mm:ss[Z]")
+        return when.format(UTC_CLOCK)
+    return when.format(UTC_SHOWN)
 
 
 def reason(

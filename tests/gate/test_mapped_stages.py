@@ -18,17 +18,16 @@ from airflow_retrywindow.exceptions import ObservationError, TargetError
 from airflow_retrywindow.gate.decide import MAX_NAMED_BLOCKERS, DecisionTable, decide
 from airflow_retrywindow.gate.observe import observe_run, parse_observations
 from airflow_retrywindow.gate.read import (
-    Instance,
     RunSnapshot,
     instance_rows,
     model_id,
     model_ids,
-    parse_label,
     read_snapshot,
 )
 from airflow_retrywindow.gate.record import MAX_MAPPED_LINES, build
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
+from airflow_retrywindow.labels import Instance, parse_label
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_TASKS, TASK_ID
 from airflow_retrywindow.timing.retry_settings import RetrySettings

@@ -23,10 +23,11 @@ from airflow_retrywindow.gate import run as gate_run
 from airflow_retrywindow.gate.arguments import observation_age_argument
 from airflow_retrywindow.gate.decide import decide, group_by_policy
 from airflow_retrywindow.gate.observe import observe_run, parse_observations
-from airflow_retrywindow.gate.read import Instance, RunSnapshot, read_snapshot
+from airflow_retrywindow.gate.read import RunSnapshot, read_snapshot
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
+from airflow_retrywindow.labels import Instance
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS, MAX_OBSERVATION_AGE, MAX_TASKS
 from airflow_retrywindow.timing.retry_settings import RetrySettings
@@ -288,7 +289,7 @@ def test_the_stages_run_without_airflow() -> None:
         import pendulum
         from airflow_retrywindow.hooks.api_reader import PoolRow
         from airflow_retrywindow.gate.decide import decide
-        from airflow_retrywindow.gate.read import Instance
+        from airflow_retrywindow.labels import Instance
         from airflow_retrywindow.gate.observe import parse_observations
         from airflow_retrywindow.gate.observe import observe_run
         from airflow_retrywindow.gate.record import build

@@ -18,10 +18,11 @@ from airflow_retrywindow.gate import targets as estimates
 from airflow_retrywindow.gate.approve import Override, judge
 from airflow_retrywindow.gate.decide import DecisionTable, decide
 from airflow_retrywindow.gate.observe import observe_run
-from airflow_retrywindow.gate.read import Instance, RunSnapshot
+from airflow_retrywindow.gate.read import RunSnapshot
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInstanceRow
+from airflow_retrywindow.labels import Instance
 from airflow_retrywindow.model import Fixture
 from airflow_retrywindow.model import decide as model_decide
 from airflow_retrywindow.records import evidence

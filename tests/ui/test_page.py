@@ -102,7 +102,7 @@ def test_a_mapped_target_is_named_with_its_map_index() -> None:
     record["decisions"][0]["mapIndex"] = 2
     read = gate_record("load_retry_window", 4, record)
     page = task_page(LINKS, task_id="load_retry_window", map_index=4, policy=[], records=[read])
-    assert "load [2] · decided by load_retry_window" in page
+    assert "load[2] · decided by load_retry_window" in page
     assert "map index 4" in page
     assert "/tasks/load_retry_window/fixtures/record-0.json?map_index=4" in page
 
