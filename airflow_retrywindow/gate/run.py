@@ -50,7 +50,7 @@ from airflow_retrywindow.gate.read import RunReader, RunSnapshot, read_snapshot
 from airflow_retrywindow.gate.targets import Target, own_map_indexes, resolve_targets
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.deadline import Deadline
-from airflow_retrywindow.timing.skew import ClockOffset, strictest
+from airflow_retrywindow.timing.skew import ClockOffset, decide_at_both_ends, strictest
 from airflow_retrywindow.timing.time_limit import TimeLimit
 from airflow_retrywindow.timing.work import Work
 
@@ -134,8 +134,9 @@ def decide_run(
         if snapshot.clock is not None:
             snapshot.clock.check(tolerance)  # too far apart: refuse, naming the clock
         own = _own_map_indexes(context, targets)
-        tables = [
-            decide(
+        table = decide_at_both_ends(
+            snapshot.clock,
+            lambda now, shift: decide(
                 observe_run(
                     targets, on_server_clock(snapshot, shift), explicit, own_map_indexes=own
                 ),
@@ -145,22 +146,12 @@ def decide_run(
                 origin=context.get("data_interval_start"),
                 pools=snapshot.pools,
                 budget=budget,
-            )
-            for now, shift in _server_nows(snapshot.clock)
-        ]
+            ),
+            strictest_table,
+        )
         if limit.expired:  # the decision itself outlasted the limit: it is stale
             raise RetryWindowGateError(limit.describe())
-        return GateDecision(strictest_table(tables), snapshot.requests, snapshot.api, reader)
-
-
-def _server_nows(clock: ClockOffset | None) -> list[tuple[pendulum.DateTime, timedelta]]:
-    """The earliest and latest possible "now", each with the shift that moves the times
-    this worker noted onto the server's clock; this worker's "now" when the clock was
-    not measured."""
-    local = pendulum.now("UTC")
-    if clock is None:
-        return [(local, timedelta(0))]
-    return [(now, clock.nearest(now - local)) for now in clock.possible_nows(local)]
+        return GateDecision(table, snapshot.requests, snapshot.api, reader)
 
 
 def on_server_clock(snapshot: RunSnapshot, shift: timedelta) -> RunSnapshot:

@@ -62,7 +62,7 @@ from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.jitter import Jitter, TryKey
 from airflow_retrywindow.timing.reasons import MAX_REASON, reason
 from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
-from airflow_retrywindow.timing.skew import strictest
+from airflow_retrywindow.timing.skew import decide_at_both_ends, strictest
 from airflow_retrywindow.timing.work import Work
 
 log = logging.getLogger(__name__)
@@ -370,23 +370,18 @@ class RetryWindowPolicy(RetryPolicy):
         tolerance = timedelta(seconds=configuration.clock_skew_tolerance())
         read = ReadTally()
         clock = server_clock(tolerance, tally=read).check(tolerance)  # too far apart: refused
-        local = pendulum.now("UTC")
         due = self.deadline.resolve(context)
         settings, spread = self._spread(settings, failed, context)
-        chosen = strictest(
-            [
-                self._evaluate_at(
-                    failed,
-                    settings,
-                    now=now,
-                    shift=clock.nearest(now - local),
-                    due=due,
-                    context=context,
-                )
-                for now in clock.possible_nows(local)
-            ],
-            decision=lambda evaluated: evaluated.decided.decision,
-            wait_until=lambda evaluated: evaluated.wait_until,
+        chosen = decide_at_both_ends(
+            clock,
+            lambda now, shift: self._evaluate_at(
+                failed, settings, now=now, shift=shift, due=due, context=context
+            ),
+            lambda answers: strictest(
+                answers,
+                decision=lambda evaluated: evaluated.decided.decision,
+                wait_until=lambda evaluated: evaluated.wait_until,
+            ),
         )
         fixture, typed, result, decided = (
             chosen.fixture,

@@ -23,7 +23,9 @@ API server, and use it:
   server's somewhere in ``local now + [low, high]``. The decision is taken at the
   earliest and the latest of those (:meth:`ClockOffset.possible_nows`) and the
   stricter kept (:func:`strictest`): a refusal over a hold, a hold over a wait, a
-  wait over a retry now, the later end of a wait over the earlier. Each part of a
+  wait over a retry now, the later end of a wait over the earlier
+  (:func:`decide_at_both_ends`, the one loop the retry policy, the retry-start
+  check and the gate all decide through). Each part of a
   decision moves one way with "now" (a deadline only comes nearer, an observation
   only ages, a backoff only runs out), so no "now" between the two can allow more than the
   stricter does, and the decision is never looser than either clock's alone.
@@ -182,6 +184,29 @@ def server_date(value: str | None, source: str) -> pendulum.DateTime:
         shown = value[:60]
         raise ClockError(f"{source} answered with a Date header that is no HTTP date: {shown!r}")
     return pendulum.instance(parsed).in_timezone("UTC")
+
+
+def decide_at_both_ends(
+    clock: ClockOffset | None,
+    decide: Callable[[pendulum.DateTime, timedelta], T],
+    keep: Callable[[Sequence[T]], T],
+) -> T:
+    """The decision at the earliest and the latest possible "now", the stricter kept.
+
+    Each "now" comes with the shift that moves the times this worker noted onto the
+    server's clock (:meth:`ClockOffset.nearest`); this worker's own "now", unshifted,
+    when the clock was not measured.
+
+    :param clock: the measured offset, already checked against the tolerance; ``None``
+        when nothing measured it.
+    :param decide: the decision at one "now", given that "now" and the shift.
+    :param keep: the answer that allows least among the answers, earlier "now" first,
+        e.g. :func:`strictest`.
+    """
+    local = pendulum.now("UTC")
+    if clock is None:
+        return keep([decide(local, timedelta(0))])
+    return keep([decide(now, clock.nearest(now - local)) for now in clock.possible_nows(local)])
 
 
 def strictness(decision: object) -> int:

@@ -3,6 +3,7 @@ direction, and the stricter of the decisions at both ends of the offset (pure)."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pendulum
@@ -12,7 +13,13 @@ from airflow_retrywindow.exceptions import ClockError
 from airflow_retrywindow.model import Decision, Fixture, TaskState, decide
 from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.retry_settings import RetrySettings
-from airflow_retrywindow.timing.skew import ClockOffset, server_date, strictest, strictness
+from airflow_retrywindow.timing.skew import (
+    ClockOffset,
+    decide_at_both_ends,
+    server_date,
+    strictest,
+    strictness,
+)
 from airflow_retrywindow.timing.work import Work
 from airflow_retrywindow.verdicts import ALLOWS_NOW, DEPENDENCY_HELD, HOLDS, REFUSES, WAITS
 
@@ -139,6 +146,29 @@ def test_strictest_prefers_a_refusal_then_a_wait_then_the_later_wait_end() -> No
         "deadline-infeasible",
         2,
     )
+
+
+def test_one_loop_decides_at_both_ends_with_the_shift_onto_the_servers_clock() -> None:
+    calls: list[tuple[pendulum.DateTime, timedelta]] = []
+
+    def at(now: pendulum.DateTime, shift: timedelta) -> tuple[str, pendulum.DateTime]:
+        calls.append((now, shift))
+        return ("wait-backoff", now)
+
+    def keep(answers: Sequence[tuple[str, pendulum.DateTime]]) -> tuple[str, pendulum.DateTime]:
+        return strictest(answers, decision=lambda a: a[0], wait_until=lambda a: a[1])
+
+    before = pendulum.now("UTC")
+    kept = decide_at_both_ends(offset(-2, 3), at, keep)
+    (earliest, low), (latest, high) = calls
+    # the worker's clock may be 2 s ahead or 3 s behind: the ends are 5 s apart, and the
+    # times it noted move by the offset nearest to each end's
+    assert latest - earliest == FIVE and earliest >= before.subtract(seconds=2)
+    assert (low, high) == (timedelta(seconds=-2), timedelta(seconds=3))
+    assert kept == ("wait-backoff", latest)  # the wait that ends later
+    calls.clear()
+    decide_at_both_ends(None, at, keep)  # unmeasured: this worker's clock, unshifted
+    assert len(calls) == 1 and calls[0][1] == timedelta(0)
 
 
 # -- the ends bound every "now" between them, on the real model -----------------------------
