@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from airflow_retrywindow.cli.streams import emit
-from airflow_retrywindow.cli.table import render_table
-from airflow_retrywindow.exceptions import InvalidAttemptLimit
-from airflow_retrywindow.model.bounds import DURATION_LIMIT, MAX_MULTIPLIER
-from airflow_retrywindow.timing.attempts import (
+from airflow_retrywindow.cli.attempts import (
     AIRFLOW,
     CONVENTIONS,
     MODEL,
@@ -20,6 +16,10 @@ from airflow_retrywindow.timing.attempts import (
     Convention,
     PlannedAttempt,
 )
+from airflow_retrywindow.cli.streams import emit
+from airflow_retrywindow.cli.table import render_table
+from airflow_retrywindow.exceptions import InvalidAttemptLimit
+from airflow_retrywindow.model.bounds import DURATION_LIMIT, MAX_MULTIPLIER
 
 #: longest sequence the plan writes out
 MAX_LISTED_RUNS = 100

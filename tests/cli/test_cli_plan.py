@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_retrywindow.timing.attempts import CONVENTIONS, AttemptLimit, InvalidAttemptLimit
+from airflow_retrywindow.cli.attempts import CONVENTIONS, AttemptLimit, InvalidAttemptLimit
 from tests.cli.cli_runner import run_cli
 
 
