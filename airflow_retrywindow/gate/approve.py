@@ -30,7 +30,10 @@ back is a refusal the approval covers (:meth:`Override.covers`).
 The approval task's answer is read here too, and only when an approval could let
 held-back work through (:func:`read_approval`): the task's human-in-the-loop
 answer and, when that is an approval, the gate's earlier tries. The client is
-passed in; nothing here imports Airflow.
+passed in. What the gate lets through (:func:`gate_override`, :func:`guarded_actions`)
+and whether it asks at all (:func:`asks_in_vain`) are decided here, and so is the
+parse-time check of the approval task (:func:`approval_problems`), which imports
+Airflow's ``HITLOperator`` when it runs; importing this module imports no Airflow.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import pendulum
 
 from airflow_retrywindow.gate.observe import OBSERVATIONS
 from airflow_retrywindow.labels import UNMAPPED, UTC_ISO, UTC_SHOWN
-from airflow_retrywindow.redaction import safe_text
+from airflow_retrywindow.redaction import describe_exception, safe_text
 from airflow_retrywindow.verdicts import overridable, standing
 
 if TYPE_CHECKING:
@@ -476,3 +479,196 @@ def previous_decision(tries: Sequence[TaskInstanceRow], current: int) -> pendulu
         return None
     latest = max(decided, key=lambda row: row.try_number)
     return latest.end_date or latest.observed_at
+
+
+# -- the gate's use of an approval: what it lets through, and when nobody is asked ----
+
+#: states of an approval task the gate leaves as they are rather than skip it
+APPROVAL_LEFT = frozenset({"success", "failed", "running", "skipped", "upstream_failed", "removed"})
+
+
+def guarded_actions(
+    table: DecisionTable, guard: Mapping[str, Sequence[str]], override: Override | None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per guarded task whether it runs or is skipped and why, and the ones held back.
+
+    A guarded task held back by refusals the override covers runs, the model's
+    refusals kept on record beside the person who overrode them.
+
+    :param table: the decisions.
+    :param guard: guarded task id -> the target ids it repeats.
+    :param override: what the approval task lets through, if the gate has one.
+    """
+    entries: list[dict[str, Any]] = []
+    held: list[str] = []
+    for task_id, targets in guard.items():
+        blockers = [text for target in targets for text in table.blockers(target)]
+        entry: dict[str, Any] = {
+            "taskId": task_id,
+            "targets": list(targets),
+            "action": "skip" if blockers else "run",
+            "blockers": blockers,
+        }
+        if blockers and override is not None and override.covers(table, targets):
+            entry.update(action="run", blockers=[], overridden=blockers)
+            entry["override"] = override.wording
+        entries.append(entry)
+        if entry["action"] == "skip":
+            held.append(task_id)
+    return entries, held
+
+
+def gate_override(
+    table: DecisionTable,
+    guard: Mapping[str, Sequence[str]],
+    approval: str | None,
+    allowed: Sequence[str],
+    reader: ApprovalReader | None,
+    *,
+    dag_id: str,
+    run_id: str,
+    gate_id: str,
+    gate_try: int,
+) -> tuple[Override | None, int]:
+    """What the approval task lets through now, and the requests its read made.
+
+    The approval is read only when it could let held-back work through, through
+    the reader that read the run; when it cannot be read, nothing is let
+    through (the model's refusals stand).
+
+    :param table: the decisions.
+    :param guard: guarded task id -> the target ids it repeats.
+    :param approval: the approval task's id, ``None`` when the gate has none.
+    :param allowed: the targets an approval may release.
+    :param reader: the reader that read the run, if one was handed over.
+    :param dag_id: the DAG of the run.
+    :param run_id: the run.
+    :param gate_id: the gate's task id.
+    :param gate_try: the gate's try number.
+    """
+    if approval is None:
+        return None, 0
+    if not any(approvable(table, targets, allowed) for targets in guard.values()):
+        held = any(table.blockers(target) for targets in guard.values() for target in targets)
+        why = "nothing held back is a refusal it may override" if held else "nothing is held back"
+        return unasked(approval, f"{why}, so it does not ask"), 0
+    if reader is None:
+        return unasked(approval, "no reader of the run was handed over to read it"), 0
+    before = reader.requests
+    try:
+        found = read_approval(reader, dag_id, run_id, approval, gate=gate_id, gate_try=gate_try)
+    except Exception as error:
+        note = f"its answer could not be read ({describe_exception(error)})"
+        return unasked(approval, note), reader.requests - before
+    decided = judge(
+        table,
+        found.answer,
+        approval=approval,
+        allowed=allowed,
+        previous_decision=found.previous_decision,
+    )
+    return decided, found.requests - before
+
+
+def asks_in_vain(
+    table: DecisionTable,
+    guard: Mapping[str, Sequence[str]],
+    held: Sequence[str],
+    allowed: Collection[str],
+    override: Override | None,
+) -> bool:
+    """Whether the approval task would ask a person in vain, so the gate skips it:
+    nothing held back could be approved. An approval that already ended (or runs) is
+    left as it is.
+
+    :param table: the decisions.
+    :param guard: guarded task id -> the target ids it repeats.
+    :param held: the guarded tasks held back.
+    :param allowed: the targets an approval may release.
+    :param override: what :func:`gate_override` found; ``None`` when the gate has no approval.
+    """
+    if override is None:
+        return False
+    if any(approvable(table, guard[task_id], allowed) for task_id in held):
+        return False
+    state = override.answer.get("state") if override.answer else None
+    return state not in APPROVAL_LEFT
+
+
+def approval_problems(
+    dag: Any,
+    approval: str | None,
+    *,
+    gate_id: str,
+    downstream: Collection[str],
+    guard: Iterable[str],
+) -> list[str]:
+    """What is wrong with the gate's approval task and where it sits, checked at parse time.
+
+    The pattern: an HITL task offering ``Approve`` with a ``reason`` param, directly
+    downstream of the gate with ``all_success``, beside the guarded tasks (neither
+    upstream nor downstream of them), so that a normal run never waits for a person.
+    Airflow's ``HITLOperator`` is imported when this runs.
+
+    :param dag: the gate's DAG.
+    :param approval: the approval task's id, ``None`` when the gate has none.
+    :param gate_id: the gate's task id.
+    :param downstream: the task ids directly downstream of the gate.
+    :param guard: the gate's guarded task ids.
+    """
+    from airflow.providers.standard.operators.hitl import HITLOperator
+
+    if approval is None:
+        return []
+    task = dag.task_dict.get(approval)
+    if task is None:
+        return [f"approval task {approval!r} is not a task of DAG {dag.dag_id!r}"]
+    if not isinstance(task, HITLOperator):
+        return [
+            f"approval task {approval!r} is a {type(task).__name__}; it must be an "
+            f"ApprovalOperator, or an HITLOperator offering {APPROVE!r}, and not mapped"
+        ]
+    named = f"approval task {approval!r}"
+    problems: list[str] = []
+    if APPROVE not in task.options or task.multiple:
+        problems.append(
+            f"{named} must offer {APPROVE!r} with one option chosen (multiple=False); it "
+            f"offers {list(task.options)}{' with multiple=True' if task.multiple else ''}"
+        )
+    if task.defaults and APPROVE in task.defaults:
+        problems.append(
+            f"{named} defaults to {APPROVE!r}: on a response timeout Airflow would record an "
+            "approval nobody gave (the gate ignores it); drop the default"
+        )
+    if REASON_PARAM not in task.params:
+        problems.append(
+            f"{named} has no {REASON_PARAM!r} param: an approval counts only with a stated "
+            f"reason; add params={{{REASON_PARAM!r}: Param(type='string', minLength=1)}}"
+        )
+    if approval not in downstream:
+        problems.append(
+            f"{named} must be directly downstream of gate {gate_id!r} "
+            f"({gate_id} >> {approval}), so that it asks only after the gate held "
+            "refused work back"
+        )
+    rule = str(getattr(task.trigger_rule, "value", task.trigger_rule))
+    if rule != "all_success":
+        problems.append(
+            f"{named} has trigger_rule {rule!r}, which would ask for an approval after "
+            f"{gate_id!r} failed, with no refusal to override; use all_success"
+        )
+    after_approval = set(task.get_flat_relative_ids(upstream=False))
+    for task_id in guard:
+        guarded = dag.task_dict.get(task_id)
+        if task_id in after_approval:
+            problems.append(
+                f"guarded task {task_id!r} is downstream of {named}: every run would wait "
+                f"for a person; put both directly after {gate_id!r}, side by side"
+            )
+        elif guarded is not None and approval in guarded.get_flat_relative_ids(upstream=False):
+            problems.append(
+                f"{named} is downstream of guarded task {task_id!r}: when the gate holds "
+                f"{task_id!r} back, the approval is skipped with it and never asks; put it "
+                f"directly after {gate_id!r}"
+            )
+    return problems

@@ -20,7 +20,12 @@ from airflow.sdk.bases.operator import BaseOperatorMeta
 
 from airflow_retrywindow import metrics
 from airflow_retrywindow.exceptions import RetryWindowGateError
-from airflow_retrywindow.gate.arguments import (
+from airflow_retrywindow.gate.budget import Budget
+from airflow_retrywindow.gate.estimates import Estimates, GivenEstimate, resolve_estimates
+from airflow_retrywindow.gate.record import build
+from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
+from airflow_retrywindow.links.retry_window import RetryWindowLink
+from airflow_retrywindow.operators.arguments import (
     budget_argument,
     conn_id_argument,
     deadline_argument,
@@ -31,11 +36,6 @@ from airflow_retrywindow.gate.arguments import (
     timeout_argument,
     work_unit_argument,
 )
-from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.record import build
-from airflow_retrywindow.gate.run import GateDecision, GateSettings, decide_run
-from airflow_retrywindow.gate.targets import Estimates, GivenEstimate, resolve_estimates
-from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.read_retry import ReadTally
 from airflow_retrywindow.redaction import credentials_masked, safe_json
 from airflow_retrywindow.timing.deadline import Deadline

@@ -15,15 +15,15 @@ from airflow.sdk.bases.sensor import PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_retrywindow import configuration, metrics, scheduler_race
-from airflow_retrywindow.gate.arguments import flag_argument, work_argument
+from airflow_retrywindow.gate.estimates import GivenEstimate, estimate_problems
 from airflow_retrywindow.gate.run import GateDecision
-from airflow_retrywindow.gate.targets import (
-    GivenEstimate,
-    estimate_problems,
-    target_problems,
-    unsafe_trigger_rule,
-)
+from airflow_retrywindow.gate.targets import target_problems, unsafe_trigger_rule
 from airflow_retrywindow.labels import UTC_ISO
+from airflow_retrywindow.operators.arguments import (
+    deferrable_argument,
+    target_argument,
+    work_argument,
+)
 from airflow_retrywindow.operators.retry_window_mixin import RetryWindowMixin
 from airflow_retrywindow.redaction import safe_json
 from airflow_retrywindow.timing.work import EstimateOverride, Work
@@ -109,18 +109,9 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not isinstance(target, str) or not target:
-            raise ValueError(f"target must be a task id, got {target!r}")
-        self.target = target
-        if target == self.task_id:
-            raise ValueError(f"target: {target!r} cannot decide about itself")
+        self.target = target_argument(target, self.task_id)
         self.work = work_argument(work, "work")
-        self.deferrable = flag_argument(deferrable, "deferrable")
-        if deferrable and self.mode == "reschedule":
-            raise ValueError(
-                "mode='reschedule' needs deferrable=False; a deferrable sensor waits in the "
-                "triggerer instead"
-            )
+        self.deferrable = deferrable_argument(deferrable, self.mode)
         self._next_start: pendulum.DateTime | None = None
         self._final: dict[str, Any] | None = None
 

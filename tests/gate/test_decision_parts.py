@@ -544,7 +544,8 @@ def test_the_pure_parts_import_no_airflow() -> None:
         "airflow_retrywindow.gate.decide",
         "airflow_retrywindow.gate.approve",
         "airflow_retrywindow.gate.record",
-        "airflow_retrywindow.gate.arguments",
+        "airflow_retrywindow.operators.arguments",
+        "airflow_retrywindow.gate.estimates",
         "airflow_retrywindow.gate.run",
         "airflow_retrywindow.hooks.api_reader",
     ]

@@ -17,9 +17,9 @@ import pytest
 
 from airflow_retrywindow.exceptions import DeadlineError, RetryWindowGateError
 from airflow_retrywindow.gate import run as gate_run
-from airflow_retrywindow.gate.arguments import targets_argument
+from airflow_retrywindow.gate.estimates import resolve_estimates
 from airflow_retrywindow.gate.record import build
-from airflow_retrywindow.gate.targets import resolve_estimates
+from airflow_retrywindow.operators.arguments import targets_argument
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.work import MAX_OVERRIDE_REASON, EstimateOverride, Work
 from tests.gate.fake_reader import FakeReader

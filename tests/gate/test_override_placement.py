@@ -178,20 +178,25 @@ def test_approval_targets_default_to_every_target() -> None:
 
 
 def test_the_approval_is_read_through_the_reader_that_read_the_run() -> None:
-    from types import SimpleNamespace
-
+    from airflow_retrywindow.gate.approve import gate_override
     from tests.gate.test_override_decisions import ApprovalReader, _answer, _exhausted
 
     gate = _dag(_side_by_side).task_dict["gate"]
     reader = ApprovalReader(_answer(), gate_tries=[])
-    context = {"dag_run": SimpleNamespace(run_id="run"), "ti": SimpleNamespace(try_number=1)}
-    override, requests = gate._override(_exhausted("load"), context, reader)
+
+    def read(reader: Any) -> Any:
+        return gate_override(
+            _exhausted("load"), gate.guard, gate.approval, gate.approval_targets, reader,
+            dag_id=gate.dag_id, run_id="run", gate_id=gate.task_id, gate_try=1,
+        )  # fmt: skip
+
+    override, requests = read(reader)
     # one client for the whole evaluation: its token (counted once, by the run's
     # read) is not asked for again; only the approval's own read is added
     assert [call[0] for call in reader.calls] == ["approval"]
     assert requests == 1
     assert override.released == ("load",)
     # no reader handed over: nothing is released, and the record says why
-    unread, _ = gate._override(_exhausted("load"), context, None)
+    unread, _ = read(None)
     assert unread.released == ()
     assert "no reader" in unread.note

@@ -20,7 +20,6 @@ import pytest
 
 from airflow_retrywindow.exceptions import ObservationError, RetryWindowGateError, TargetError
 from airflow_retrywindow.gate import run as gate_run
-from airflow_retrywindow.gate.arguments import observation_age_argument
 from airflow_retrywindow.gate.decide import decide, group_by_policy
 from airflow_retrywindow.gate.observe import observe_run, parse_observations
 from airflow_retrywindow.gate.read import RunSnapshot, read_snapshot
@@ -30,6 +29,7 @@ from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComK
 from airflow_retrywindow.labels import Instance
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS, MAX_OBSERVATION_AGE, MAX_TASKS
+from airflow_retrywindow.operators.arguments import observation_age_argument
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
 from tests.gate.fake_reader import FakeReader, pool_row

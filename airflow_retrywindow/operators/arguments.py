@@ -1,21 +1,22 @@
 """The checks of the gate operator's and the sensor's constructor arguments.
 
 Each checker raises ``ValueError`` with the message a DAG author sees when the
-operator is built (:class:`~airflow_retrywindow.operators.retry_window_mixin.RetryWindowMixin`
-calls them). Bounds are the model's (:mod:`~airflow_retrywindow.model.bounds`) and
-the configuration's (:mod:`~airflow_retrywindow.configuration`).
+operator is built (:class:`~airflow_retrywindow.operators.retry_window_mixin.RetryWindowMixin`,
+the gate and the sensor call them). Bounds are the model's
+(:mod:`~airflow_retrywindow.model.bounds`) and the configuration's
+(:mod:`~airflow_retrywindow.configuration`).
 
 Like :mod:`~airflow_retrywindow.gate.run`, importing this imports no Airflow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_retrywindow import configuration
 from airflow_retrywindow.gate.budget import Budget
-from airflow_retrywindow.gate.targets import GivenEstimate
+from airflow_retrywindow.gate.estimates import GivenEstimate
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     _Operator = BaseOperator
 else:
     _Operator = object
+
+#: what ``guard`` may be: target ids, or guarded task id -> the target id(s) it repeats
+GuardArgument = Collection[str] | Mapping[str, str | Collection[str]] | None
 
 #: keys recommended for ``work_unit``; others are kept as given
 WORK_UNIT_FIELDS = (
@@ -86,6 +90,34 @@ def work_argument(value: object, name: str) -> GivenEstimate:
         f"{name} must be a Work(duration=..., validation=..., safe_repeat=...), a "
         f"Work.override(reason=..., ...) or None (the task's RetryWindowPolicy's), got {value!r}"
     )
+
+
+def target_argument(value: object, sensor_id: str) -> str:
+    """Check the sensor's ``target``: one task id, never the sensor itself.
+
+    :param value: what the DAG author passed.
+    :param sensor_id: the sensor's task id.
+    """
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"target must be a task id, got {value!r}")
+    if value == sensor_id:
+        raise ValueError(f"target: {value!r} cannot decide about itself")
+    return value
+
+
+def deferrable_argument(value: object, mode: str) -> bool:
+    """Check the sensor's ``deferrable``: a switch, and off in ``reschedule`` mode.
+
+    :param value: what the DAG author passed.
+    :param mode: the sensor's ``mode``.
+    """
+    deferrable = flag_argument(value, "deferrable")
+    if deferrable and mode == "reschedule":
+        raise ValueError(
+            "mode='reschedule' needs deferrable=False; a deferrable sensor waits in the "
+            "triggerer instead"
+        )
+    return deferrable
 
 
 def deadline_argument(value: object) -> Deadline | None:
@@ -167,6 +199,82 @@ def timeout_argument(value: object) -> float:
     if value is None:
         return configuration.api_timeout()
     return configuration.checked_timeout(value, "api_timeout")
+
+
+def guard_argument(
+    guard: GuardArgument, targets: Mapping[str, Any], gate_id: str
+) -> dict[str, tuple[str, ...]]:
+    """``guard`` as guarded task id -> the target ids it depends on."""
+    if guard is None:
+        return {task_id: (task_id,) for task_id in targets}
+    if isinstance(guard, str):
+        raise ValueError(f"guard must be a list of task ids or a mapping, got the string {guard!r}")
+    pairs: dict[str, tuple[str, ...]] = {}
+    if isinstance(guard, Mapping):
+        for task_id, depends in guard.items():
+            ids = (depends,) if isinstance(depends, str) else tuple(depends)
+            pairs[task_id] = ids
+    else:
+        pairs = {task_id: (task_id,) for task_id in guard}
+    for task_id, depends in pairs.items():
+        if not isinstance(task_id, str) or not task_id:
+            raise ValueError(f"guard: task ids must be non-empty strings, got {task_id!r}")
+        if task_id == gate_id:
+            raise ValueError(f"guard: gate {gate_id!r} cannot guard itself")
+        if not depends:
+            raise ValueError(f"guard[{task_id!r}] names no target")
+        unknown = [target for target in depends if target not in targets]
+        if unknown:
+            raise ValueError(
+                f"guard[{task_id!r}] depends on {', '.join(map(repr, unknown))}, which "
+                f"{'is' if len(unknown) == 1 else 'are'} not among the targets "
+                f"({', '.join(sorted(targets))}); add {'it' if len(unknown) == 1 else 'them'} "
+                "to targets"
+            )
+    return pairs
+
+
+def approval_argument(
+    approval: object,
+    approval_targets: object,
+    targets: Mapping[str, Any],
+    guard: Mapping[str, Any],
+    gate_id: str,
+) -> tuple[str | None, tuple[str, ...]]:
+    """``approval`` and the targets it may release (every target when not given)."""
+    if approval is None:
+        if approval_targets is not None:
+            raise ValueError(
+                "approval_targets needs approval: name the approval task whose answer may "
+                "release them"
+            )
+        return None, ()
+    if not isinstance(approval, str) or not approval:
+        raise ValueError(f"approval must be the task id of an approval task, got {approval!r}")
+    if approval == gate_id:
+        raise ValueError(f"approval: gate {gate_id!r} cannot approve its own refusals")
+    if approval in targets or approval in guard:
+        kind = "a target" if approval in targets else "a guarded task"
+        raise ValueError(
+            f"approval: {approval!r} is {kind} of gate {gate_id!r}; name the task that asks "
+            "a person, not the work it approves"
+        )
+    if approval_targets is None:
+        return approval, tuple(targets)
+    if isinstance(approval_targets, str) or not isinstance(approval_targets, Collection):
+        raise ValueError(f"approval_targets must be a list of target ids, got {approval_targets!r}")
+    chosen = tuple(dict.fromkeys(approval_targets))
+    if not chosen:
+        raise ValueError(
+            "approval_targets names no target; leave it out to let an approval release any target"
+        )
+    unknown = [target for target in chosen if target not in targets]
+    if unknown:
+        raise ValueError(
+            f"approval_targets names {', '.join(map(repr, unknown))}, not among the targets "
+            f"({', '.join(sorted(targets))})"
+        )
+    return approval, chosen
 
 
 def _is_xcom_arg(value: object) -> bool:
