@@ -51,10 +51,10 @@ from airflow_retrywindow.policies.reconcile import (
 from airflow_retrywindow.policies.retry_start import start_check_of
 from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
-from airflow_retrywindow.policies.work_scope import WorkScope
 from airflow_retrywindow.read_retry import ReadCount, ReadTally
 from airflow_retrywindow.records import evidence, start_check
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
+from airflow_retrywindow.records.work_scope import WorkScope
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline

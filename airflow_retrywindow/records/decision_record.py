@@ -27,6 +27,10 @@ from airflow_retrywindow.records.schema import NOT_A_RECORD, version_problem
 
 #: the keys every decision record has, in every shape written so far
 RECORD_KEYS = frozenset({"gate", "decisions", "fixtures", "asOf", "deadline"})
+#: the key a sensor's record says what it did by, when that is more than deciding
+ACTION_KEY = "action"
+#: the sensor timed out: the backoff ends after its timeout
+TIMED_OUT = "timeout"
 #: a guard entry's wording when an approval let its task run and the record has no words for it
 OVERRIDE_WORDS = "refused by the model, overridden by an approval"
 
@@ -61,6 +65,11 @@ def record_problem(value: object) -> str | None:
     if not isinstance(value, Mapping) or not value.keys() >= RECORD_KEYS:
         return NOT_A_RECORD
     return version_problem(value)
+
+
+def timed_out(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A sensor's ``record``, as stored when its wait would end after its timeout."""
+    return {**record, ACTION_KEY: TIMED_OUT}
 
 
 def record_kind(record: Mapping[str, Any]) -> str:
