@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records import decision_record, evidence
 from airflow_retrywindow.records.reconciliation import Reconciliation
 from airflow_retrywindow.records.schema import VERSION_KEY
 from airflow_retrywindow.records.try_start import TRY_START_KEY, TryStart
@@ -104,3 +104,69 @@ def test_a_reconciliation_is_written_back_as_stored(name: str) -> None:
     latest = _stored(name)["taskStateStore"][evidence.EVIDENCE_KEY]["latest"]
     stored = latest["reconciliation"]
     assert json.dumps(Reconciliation.of(stored).as_dict()) == json.dumps(stored)
+
+
+#: the keys the decision table writes into a gate's record, in order
+TABLE_KEYS = (
+    "asOf",
+    "deadline",
+    "deadlinePassed",
+    "decisions",
+    "budget",
+    "fixtures",
+    "jobsExecuted",
+    "idempotencyProven",
+    "completionGuaranteed",
+    "productionApproval",
+)
+#: the keys the writer itself writes, around the table's and the extra ones
+OWN_KEYS = frozenset(
+    {"schemaVersion", "gate", "dagId", "runId", "tryNumber", "deadlineRule", "guard", "skipped"}
+    | {"workUnit", "api", "requests", "claims", "capacityNote", "override", "statusUpdate"}
+)
+
+
+def _arguments(stored: dict[str, Any]) -> dict[str, Any]:
+    """What the gate hands the writer, taken back out of a stored record."""
+    return {
+        "gate": stored["gate"],
+        "dag_id": stored["dagId"],
+        "run_id": stored["runId"],
+        "try_number": stored["tryNumber"],
+        "deadline_rule": stored["deadlineRule"],
+        "table": {key: stored[key] for key in TABLE_KEYS},
+        "guard": stored["guard"],
+        "skipped": stored["skipped"],
+        "work_unit": stored["workUnit"],
+        "api": stored["api"],
+        "requests": stored["requests"],
+        "status_update": stored["statusUpdate"],
+        "extra": {
+            key: value
+            for key, value in stored.items()
+            if key not in OWN_KEYS and key not in TABLE_KEYS
+        },
+        "override": stored.get("override"),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gate_record_guard.json",
+        "gate_record_override.json",
+        "sensor_record_run.json",
+        "sensor_record_timeout.json",
+    ],
+)
+def test_the_decision_record_writer_writes_a_stored_record_again_byte_for_byte(name: str) -> None:
+    stored = _stored(name)["xcom"]["return_value"]
+    assert json.dumps(decision_record.written(**_arguments(stored))) == json.dumps(stored)
+
+
+def test_a_timed_out_sensor_record_is_its_record_with_the_timeout_as_its_action() -> None:
+    stored = _stored("sensor_record_timeout.json")["xcom"]["return_value"]
+    arguments = _arguments(stored)
+    ran = decision_record.written(**{**arguments, "extra": {**arguments["extra"], "action": "run"}})
+    assert ran["action"] == "run"
+    assert json.dumps(decision_record.timed_out(ran)) == json.dumps(stored)
