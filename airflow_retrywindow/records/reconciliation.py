@@ -3,7 +3,7 @@
 Before it decides on an unknown outcome of a resumable job (Airflow's
 ``ResumableJobMixin``), :class:`~airflow_retrywindow.RetryWindowPolicy` (and the
 retry-start check) reads the job's status once and keeps what it found in the
-decision's ``reconciliation`` entry (written by
+decision's ``reconciliation`` entry (written by :meth:`Reconciliation.as_dict`, from
 :meth:`~airflow_retrywindow.policies.job_status.JobRead.as_dict`). The Retry window
 view, the notifier and ``airflow-retrywindow explain`` read it back here, so they
 say the same things in the same words: which job, its raw status and when it was
