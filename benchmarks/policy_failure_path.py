@@ -179,7 +179,7 @@ def reconcile_us(rounds: int) -> tuple[float, float, float]:
     """Median microseconds an unknown outcome's decision adds when it reconciles a
     resumable job, at failure time and at try start, and the status reads per decision."""
     from airflow_retrywindow.exceptions import OutcomeUnknown
-    from airflow_retrywindow.policies.job_status import TRY_START_KEY
+    from airflow_retrywindow.records.try_start import TRY_START_KEY
 
     plain = _gated_task()
     task = _resumable_task()

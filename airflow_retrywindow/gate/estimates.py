@@ -32,8 +32,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
-from airflow_retrywindow.gate.targets import AGREED, GATE, OTHER_POLICIES, OVERRIDE, POLICY
 from airflow_retrywindow.policies.check import gated
+from airflow_retrywindow.records.estimate_source import (
+    AGREED,
+    GATE,
+    OTHER_POLICIES,
+    OVERRIDE,
+    POLICY,
+)
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.work import MAX_OVERRIDE_REASON, EstimateOverride, Work

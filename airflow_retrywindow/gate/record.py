@@ -44,16 +44,10 @@ from typing import Any
 from airflow_retrywindow.gate.approve import Override
 from airflow_retrywindow.gate.decide import DecisionTable, TargetDecision
 from airflow_retrywindow.labels import UTC_SHOWN
-from airflow_retrywindow.records.schema import stamped
-from airflow_retrywindow.redaction import safe_json, without_userinfo
+from airflow_retrywindow.records import decision_record
 
 #: held-back map indexes of one target the status update shows a line for
 MAX_MAPPED_LINES = 10
-#: what the record's texts are matched on (task ids, the run, the model's ids) or must
-#: replay byte for byte (the fixtures): kept exactly when the rest is masked
-_EXACT = frozenset(
-    {"gate", "dagId", "runId", "taskId", "modelId", "target", "targets", "skipped", "fixtures"}
-)
 
 
 def build(
@@ -90,37 +84,25 @@ def build(
     :param estimate_sources: task id -> field -> where its value came from.
     :param override: what the gate's approval task let through, with an approval task.
     """
-    record: dict[str, Any] = {
-        "gate": gate,
-        "dagId": dag_id,
-        "runId": run_id,
-        "tryNumber": try_number,
-        "deadlineRule": deadline_rule,
-        **table.as_dict(),
-        "guard": list(guard),
-        "skipped": list(skipped),
-        "workUnit": work_unit,
-        # the record is stored and shown: never with the URL's credentials
-        "api": without_userinfo(api),
-        "requests": requests,
-        "claims": {"safeRepeat": "asserted by the DAG author, not proven by the gate"},
-        "capacityNote": (
-            "pool numbers are as read at asOf (this gate included when it runs in that pool); "
-            "free workers are not pool slots"
+    return decision_record.written(
+        gate=gate,
+        dag_id=dag_id,
+        run_id=run_id,
+        try_number=try_number,
+        deadline_rule=deadline_rule,
+        table=table.as_dict(),
+        guard=guard,
+        skipped=skipped,
+        work_unit=work_unit,
+        api=api,
+        requests=requests,
+        extra=extra,
+        estimate_sources=estimate_sources,
+        override=None if override is None else override.as_dict(),
+        status_update=status_text(
+            table, gate=gate, guard=guard, work_unit=work_unit, override=override
         ),
-        **(dict(extra) if extra else {}),
-    }
-    if estimate_sources is not None:
-        for row in record["decisions"]:
-            row["estimateSource"] = dict(estimate_sources.get(row["taskId"], {}))
-    if override is not None:
-        record["override"] = override.as_dict()
-    record["statusUpdate"] = status_text(
-        table, gate=gate, guard=guard, work_unit=work_unit, override=override
     )
-    # an observation's source, a unit of work, a reason may show credentials or a value
-    # registered with mask_secret: the record is stored and shown, never with them
-    return stamped(safe_json(record, keep=_EXACT))
 
 
 def status_text(

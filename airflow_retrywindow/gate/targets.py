@@ -230,12 +230,3 @@ def unsafe_trigger_rule(task: Any, gate_id: str) -> str | None:
         f"guarded task {task.task_id!r} has trigger_rule {rule!r}, which would let it run "
         f"after {gate_id!r} failed or was skipped, without a decision; use all_success"
     )
-
-
-# -- the estimate sources the decision record names (estimates.py settles them) ------
-
-POLICY = "policy"
-GATE = "gate"
-AGREED = "gate and policy"
-OVERRIDE = "gate override: "
-OTHER_POLICIES = "other targets' policies"

@@ -36,12 +36,10 @@ import pendulum
 
 from airflow_retrywindow.model import TaskState
 from airflow_retrywindow.policies.status_words import NO_WORDS, StatusWords, normal_status
-from airflow_retrywindow.policies.work_scope import WorkScope
-from airflow_retrywindow.records.reconciliation import stored_job_id
+from airflow_retrywindow.records import reconciliation
+from airflow_retrywindow.records.reconciliation import ALLOWS, Reconciliation, stored_job_id
 from airflow_retrywindow.redaction import safe_text
 
-#: the task state store key of the try-start marker (see :class:`TryStart`)
-TRY_START_KEY = "retry_window.try_start"
 #: statuses saying the service does not know the job id: not proof it never ran
 NOT_FOUND_STATUSES = frozenset({"not_found", "notfound", "missing", "unknown_job"})
 #: the longest status text kept
@@ -51,13 +49,14 @@ _MAX_TEXT = 200
 class JobOutcome(str, Enum):
     """What one status read found."""
 
-    ACTIVE = "active"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    NOT_FOUND = "not-found"
+    ACTIVE = reconciliation.ACTIVE
+    SUCCEEDED = reconciliation.SUCCEEDED
+    FAILED = reconciliation.FAILED
+    NOT_FOUND = reconciliation.NOT_FOUND
+    #: kept apart while deciding; stored as :data:`NOT_FOUND` (see :attr:`stored`)
     NEVER_SUBMITTED = "never-submitted"
-    UNKNOWN = "unknown"
-    NO_ID = "no-id"
+    UNKNOWN = reconciliation.UNKNOWN
+    NO_ID = reconciliation.NO_ID
 
     def __str__(self) -> str:
         return self.value
@@ -87,8 +86,6 @@ _STATES = {
     JobOutcome.UNKNOWN: TaskState.UNKNOWN,
     JobOutcome.NO_ID: TaskState.UNKNOWN,
 }
-#: what a next try may do because of the job's state, with no decision on a repeat
-_ALLOWS = {JobOutcome.ACTIVE: "reconnect", JobOutcome.SUCCEEDED: "collect"}
 
 
 def classify_status(
@@ -164,7 +161,7 @@ class JobRead:
     @property
     def allows(self) -> str | None:
         """``"reconnect"`` or ``"collect"``: what a next try does without repeating the work."""
-        return _ALLOWS.get(self.outcome)
+        return ALLOWS.get(self.outcome.stored)
 
     @property
     def reached_service(self) -> bool | None:
@@ -230,24 +227,22 @@ class JobRead:
 
     def as_dict(self) -> dict[str, Any]:
         """The read as stored in the evidence; ids and statuses are masked text."""
-        return {
-            "externalIdKey": self.key,
-            "externalId": None if self.job_id is None else stored_job_id(self.job_id),
-            "status": _text(self.status),
-            "readAt": pendulum.instance(self.read_at).in_tz("UTC").isoformat(),
-            "outcome": self.outcome.stored,
-            "reachedService": self.reached_service,
-            "finished": self.finished,
-            "toValidate": _text(self.to_validate),
-            "allows": self.allows,
-            "failedSince": (
-                pendulum.instance(self.failed_since).in_tz("UTC").isoformat()
-                if self.failed_since
-                else None
+        return Reconciliation(
+            key=self.key,
+            job_id=None if self.job_id is None else stored_job_id(self.job_id),
+            status=_text(self.status),
+            read_at=pendulum.instance(self.read_at),
+            outcome=self.outcome.stored,
+            reached_service=self.reached_service,
+            finished=self.finished,
+            to_validate=_text(self.to_validate),
+            allows=self.allows,
+            failed_since=(
+                None if self.failed_since is None else pendulum.instance(self.failed_since)
             ),
-            "error": self.why,
-            "toleratedErrors": self.tolerated_errors,
-        }
+            error=self.why,
+            tolerated_errors=self.tolerated_errors,
+        ).as_dict()
 
 
 def _text(value: str | None) -> str | None:
@@ -294,61 +289,3 @@ def _confirmed_failure(read: Mapping[str, Any]) -> bool:
     if outcome == JobOutcome.FAILED.value:
         return True
     return outcome == JobOutcome.NOT_FOUND.value and read.get("reachedService") is False
-
-
-@dataclass(frozen=True)
-class TryStart:
-    """What a try of a resumable task found when it started, kept in the task state store.
-
-    A try that is expected to submit must store a new job id; when the id is the
-    one it started with, it may have submitted a job whose id was never stored
-    (the window Airflow's mixin documents), so its outcome stays unknown.
-
-    :param try_number: the try.
-    :param job_id: the stored job id when it started, if any.
-    :param expects: ``"submit"``, ``"reconnect"`` or ``"collect"``.
-    :param scope: the run, try window and work unit the try runs in.
-    :param job_scope: those ``job_id`` was stored in; ``None`` when nothing says.
-    """
-
-    try_number: int
-    job_id: str | None
-    expects: str
-    scope: WorkScope | None = None
-    job_scope: WorkScope | None = None
-
-    def stored_in(self, job_id: object) -> WorkScope | None:
-        """Where the stored ``job_id`` was written: this try's scope when it stored a new one."""
-        if job_id in (None, ""):
-            return None
-        return self.job_scope if str(job_id) == self.job_id else self.scope
-
-    def as_dict(self) -> dict[str, Any]:
-        """As stored under :data:`TRY_START_KEY`."""
-        return {
-            "tryNumber": self.try_number,
-            "externalId": self.job_id,
-            "expects": self.expects,
-            "scope": None if self.scope is None else self.scope.as_dict(),
-            "jobScope": None if self.job_scope is None else self.job_scope.as_dict(),
-        }
-
-    @classmethod
-    def of(cls, stored: object) -> TryStart | None:
-        """The marker stored under :data:`TRY_START_KEY`, or ``None`` when it is not one."""
-        if not isinstance(stored, Mapping):
-            return None
-        number, job_id, expects = (
-            stored.get("tryNumber"),
-            stored.get("externalId"),
-            stored.get("expects"),
-        )
-        if not isinstance(number, int) or expects not in ("submit", "reconnect", "collect"):
-            return None
-        return cls(
-            number,
-            None if job_id is None else str(job_id),
-            str(expects),
-            WorkScope.of(stored.get("scope")),
-            WorkScope.of(stored.get("jobScope")),
-        )

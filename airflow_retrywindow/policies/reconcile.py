@@ -25,18 +25,17 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow.policies.job_status import (
-    TRY_START_KEY,
     JobOutcome,
     JobRead,
-    TryStart,
     classify_status,
     first_seen_failed,
     tolerated_errors,
 )
 from airflow_retrywindow.policies.read_only import ReadOnlyContext, detached_copy
 from airflow_retrywindow.policies.status_words import StatusWords, built_in_words
-from airflow_retrywindow.policies.work_scope import WorkScope
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
+from airflow_retrywindow.records.try_start import TRY_START_KEY, TryStart
+from airflow_retrywindow.records.work_scope import WorkScope
 from airflow_retrywindow.redaction import describe_exception
 
 log = logging.getLogger(__name__)

@@ -51,10 +51,10 @@ from airflow_retrywindow.policies.reconcile import (
 from airflow_retrywindow.policies.retry_start import start_check_of
 from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
-from airflow_retrywindow.policies.work_scope import WorkScope
 from airflow_retrywindow.read_retry import ReadCount, ReadTally
-from airflow_retrywindow.records import evidence, start_check
+from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
+from airflow_retrywindow.records.work_scope import WorkScope
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.clock import as_timedelta, bounded_seconds, seconds_down
 from airflow_retrywindow.timing.deadline import Deadline
@@ -371,7 +371,7 @@ class RetryWindowPolicy(RetryPolicy):
         read = ReadTally()
         clock = server_clock(tolerance, tally=read).check(tolerance)  # too far apart: refused
         due = self.deadline.resolve(context)
-        settings, spread = self._spread(settings, failed, context)
+        settings, jitter = self._spread(settings, failed, context)
         chosen = decide_at_both_ends(
             clock,
             lambda now, shift: self._evaluate_at(
@@ -418,21 +418,19 @@ class RetryWindowPolicy(RetryPolicy):
                 failure=failed.recorded_failure,
                 reason=text,
                 action=start.action if start else decision.action.value,
-                extra={
-                    "deadline": self.deadline.describe(),
-                    "deadlineAt": due.isoformat(),
-                    "check": check,
-                    "clock": clock.as_dict(),
-                    **(
-                        {start_check.KEY: start_check_of(context, failed.try_number).as_dict()}
-                        if check != RETRY_START
-                        else {}
-                    ),
-                    **({"clockRead": read.last.as_dict()} if read.last else {}),
-                    **spread,
-                    **({"reconciliation": failed.job.as_dict()} if failed.job else {}),
-                    **({"lostTry": failed.lost.as_dict()} if failed.lost else {}),
-                },
+                deadline=self.deadline.describe(),
+                deadline_at=due.isoformat(),
+                check=check,
+                clock=clock.as_dict(),
+                start_check=(
+                    start_check_of(context, failed.try_number).as_dict()
+                    if check != RETRY_START
+                    else None
+                ),
+                clock_read=read.last.as_dict() if read.last else None,
+                jitter=jitter,
+                reconciliation=failed.job.as_dict() if failed.job else None,
+                lost_try=failed.lost.as_dict() if failed.lost else None,
             ),
         )
         metrics.policy_decided(
@@ -478,17 +476,17 @@ class RetryWindowPolicy(RetryPolicy):
 
     def _spread(
         self, settings: RetrySettings, failed: Failure, context: Mapping[str, Any]
-    ) -> tuple[RetrySettings, dict[str, Any]]:
+    ) -> tuple[RetrySettings, dict[str, Any] | None]:
         """The settings the fixture carries, lengthened by this try's jitter when it is on.
 
         Only a retryable failure can be given a wait; the others keep the evidence
         free of a wait nobody keeps.
         """
         if not self.jitter.enabled or failed.failure != RETRYABLE:
-            return settings, {}
+            return settings, None
         key = TryKey.of_task_instance(context.get("ti"), failed.try_number)
         jittered, drawn = self.jitter.apply(settings, failed.attempts, key)
-        return jittered, {"jitter": drawn.as_dict()}
+        return jittered, drawn.as_dict()
 
     def _keep_evidence(self, context: Mapping[str, Any] | None, entry: dict[str, Any]) -> None:
         try:
@@ -535,7 +533,7 @@ class RetryWindowPolicy(RetryPolicy):
                     try_number=try_number,
                     reason=cause,
                     action=decision.action.value,
-                    extra=_read_of(error),
+                    clock_read=_read_of(error),
                 ),
             )
             metrics.gate_error(context, by=metrics.RETRY_POLICY)
@@ -573,10 +571,10 @@ def _airflow_decision(decided: TaskDecision, text: str, job: JobRead | None) -> 
     return RetryDecision.retry(delay=timedelta(seconds=wait), reason=text)
 
 
-def _read_of(error: BaseException) -> dict[str, Any]:
+def _read_of(error: BaseException) -> dict[str, Any] | None:
     """How many tries the clock read that failed made, over how long, for the evidence."""
     read = getattr(error, "read", None)
-    return {"clockRead": read.as_dict()} if isinstance(read, ReadCount) else {}
+    return read.as_dict() if isinstance(read, ReadCount) else None
 
 
 def _task_of(context: Mapping[str, Any] | None) -> Any:

@@ -15,14 +15,15 @@ from datetime import datetime
 from typing import Any
 
 from airflow_retrywindow.model.decisions import Decision
-from airflow_retrywindow.policies.job_status import TRY_START_KEY, JobRead, TryStart
-from airflow_retrywindow.policies.work_scope import WorkScope
+from airflow_retrywindow.policies.job_status import JobRead
+from airflow_retrywindow.records.reconciliation import RESCHEDULE, RUN
+from airflow_retrywindow.records.try_start import SUBMIT, TRY_START_KEY, TryStart
+from airflow_retrywindow.records.work_scope import WorkScope
 
-RUN = "run"
-RESCHEDULE = "reschedule"
+__all__ = ["REFUSE", "RESCHEDULE", "RUN", "StartVerdict", "mark_start"]
+
+#: the action of a refused try, as stored: the same word as a refused retry's
 REFUSE = "fail"
-#: what a try is expected to do with the remote job
-SUBMIT = "submit"
 
 
 @dataclass(frozen=True)

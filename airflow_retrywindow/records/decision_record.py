@@ -1,7 +1,7 @@
 """Decision record: a gate's or a sensor's ``return_value`` XCom, read back.
 
-Written by :func:`airflow_retrywindow.gate.record.build` (stamped with
-:mod:`~airflow_retrywindow.records.schema`), read here for the view and the
+Written here (:func:`written`, called by :func:`airflow_retrywindow.gate.record.build`,
+stamped with :mod:`~airflow_retrywindow.records.schema`), and read here for the view and the
 notifier alike: whether a stored value is a record at all, its shape version,
 its decisions (one per target), its fixtures, and its guard entries (which
 guarded task waits on which target, and whether it may run).
@@ -15,7 +15,7 @@ before versions carry none and are version 0. Nothing here imports Airflow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,10 +23,20 @@ import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.labels import label
-from airflow_retrywindow.records.schema import NOT_A_RECORD, version_problem
+from airflow_retrywindow.records.schema import NOT_A_RECORD, stamped, version_problem
+from airflow_retrywindow.redaction import safe_json, without_userinfo
 
 #: the keys every decision record has, in every shape written so far
 RECORD_KEYS = frozenset({"gate", "decisions", "fixtures", "asOf", "deadline"})
+#: what the record's texts are matched on (task ids, the run, the model's ids) or must
+#: replay byte for byte (the fixtures): kept exactly when the rest is masked
+EXACT_KEYS = frozenset(
+    {"gate", "dagId", "runId", "taskId", "modelId", "target", "targets", "skipped", "fixtures"}
+)
+#: the key a sensor's record says what it did by, when that is more than deciding
+ACTION_KEY = "action"
+#: the sensor timed out: the backoff ends after its timeout
+TIMED_OUT = "timeout"
 #: a guard entry's wording when an approval let its task run and the record has no words for it
 OVERRIDE_WORDS = "refused by the model, overridden by an approval"
 
@@ -61,6 +71,71 @@ def record_problem(value: object) -> str | None:
     if not isinstance(value, Mapping) or not value.keys() >= RECORD_KEYS:
         return NOT_A_RECORD
     return version_problem(value)
+
+
+def written(
+    *,
+    gate: str,
+    dag_id: str,
+    run_id: str,
+    try_number: int,
+    deadline_rule: str,
+    table: Mapping[str, Any],
+    guard: Sequence[Mapping[str, Any]],
+    skipped: Sequence[str],
+    work_unit: object,
+    api: str,
+    requests: int,
+    status_update: str,
+    extra: Mapping[str, Any] | None = None,
+    estimate_sources: Mapping[str, Mapping[str, str]] | None = None,
+    override: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The record of one evaluation as stored: the one writer of its keys.
+
+    Built by :func:`airflow_retrywindow.gate.record.build`, which says what each
+    argument holds. Every text but :data:`EXACT_KEYS` is masked: an observation's
+    source, a unit of work, a reason may show credentials or a value registered
+    with ``mask_secret``, and the record is stored and shown.
+
+    :param table: the decisions, fixtures, ``asOf`` and ``deadline``, as the table writes them.
+    :param status_update: the short English update, already written.
+    :param estimate_sources: task id -> field -> where its value came from.
+    :param override: the approved override, as :mod:`~airflow_retrywindow.records.override`
+        reads it back.
+    """
+    record: dict[str, Any] = {
+        "gate": gate,
+        "dagId": dag_id,
+        "runId": run_id,
+        "tryNumber": try_number,
+        "deadlineRule": deadline_rule,
+        **table,
+        "guard": list(guard),
+        "skipped": list(skipped),
+        "workUnit": work_unit,
+        # the record is stored and shown: never with the URL's credentials
+        "api": without_userinfo(api),
+        "requests": requests,
+        "claims": {"safeRepeat": "asserted by the DAG author, not proven by the gate"},
+        "capacityNote": (
+            "pool numbers are as read at asOf (this gate included when it runs in that pool); "
+            "free workers are not pool slots"
+        ),
+        **(dict(extra) if extra else {}),
+    }
+    if estimate_sources is not None:
+        for row in record["decisions"]:
+            row["estimateSource"] = dict(estimate_sources.get(row["taskId"], {}))
+    if override is not None:
+        record["override"] = dict(override)
+    record["statusUpdate"] = status_update
+    return stamped(safe_json(record, keep=EXACT_KEYS))
+
+
+def timed_out(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A sensor's ``record``, as stored when its wait would end after its timeout."""
+    return {**record, ACTION_KEY: TIMED_OUT}
 
 
 def record_kind(record: Mapping[str, Any]) -> str:

@@ -18,9 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from airflow_retrywindow.exceptions import RecordError
-from airflow_retrywindow.gate.targets import AGREED, GATE, OTHER_POLICIES, OVERRIDE, POLICY
 from airflow_retrywindow.redaction import safe_text
 
+#: where a value came from, as stored: the target's ``RetryWindowPolicy``, the gate's or
+#: sensor's own argument, both (the same value), a ``Work.override`` (followed by the
+#: DAG author's reason), or, for the deadline of a target without a policy, the others'
+POLICY = "policy"
+GATE = "gate"
+AGREED = "gate and policy"
+OVERRIDE = "gate override: "
+OTHER_POLICIES = "other targets' policies"
 #: the record's field -> its name in words, in the order a line lists them
 FIELD_WORDS = {
     "duration": "duration",

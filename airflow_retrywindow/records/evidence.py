@@ -14,10 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_retrywindow.model.states import TaskState
+from airflow_retrywindow.records.reconciliation import KEY as RECONCILIATION
 from airflow_retrywindow.records.schema import stamped, version_problem
+from airflow_retrywindow.records.start_check import KEY as START_CHECK
 
 #: the task state store key holding the decision history of a task instance
 EVIDENCE_KEY = "retry_window.evidence"
+#: the key of the tries of a clock read that needed more than one
+CLOCK_READ = "clockRead"
 #: decisions kept per task instance (a window has at most 10 attempts)
 HISTORY = 20
 #: prefix of the XCom key that names the failure class of the latest decision.
@@ -61,12 +65,36 @@ def record(
     failure: str,
     reason: str,
     action: str,
+    deadline: str | None = None,
+    deadline_at: str | None = None,
+    check: str | None = None,
+    clock: Mapping[str, Any] | None = None,
+    start_check: Mapping[str, Any] | None = None,
+    clock_read: Mapping[str, Any] | None = None,
+    jitter: Mapping[str, Any] | None = None,
+    reconciliation: Mapping[str, Any] | None = None,
+    lost_try: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One decision as a JSON-ready mapping.
+    """One decision of the model as a JSON-ready mapping: the one writer of its keys.
+
+    A field left ``None`` is not stored, as earlier releases did without it.
 
     :param failure: how the failing attempt was classified: unknown, terminal, retryable.
-    :param action: what Airflow was told: retry, fail or default.
+    :param action: what Airflow was told: retry, fail or default (run or reschedule, by
+        the retry-start check).
+    :param deadline: the deadline rule, in words.
+    :param deadline_at: the deadline the model was given, ISO 8601.
+    :param check: which check decided: ``retry-policy`` or ``retry-start``.
+    :param clock: how the server's clock was read.
+    :param start_check: whether the failed try passed its retry-start check
+        (:mod:`~airflow_retrywindow.records.start_check`).
+    :param clock_read: the tries of a clock read that needed more than one.
+    :param jitter: the wait drawn for this try, when jitter is on.
+    :param reconciliation: the status read of a resumable job
+        (:class:`~airflow_retrywindow.records.reconciliation.Reconciliation`).
+    :param lost_try: the previous try, when the scheduler failed it by its race.
+    :param extra: more evidence, stored after the fields above.
     """
     return stamped(
         {
@@ -79,19 +107,38 @@ def record(
             "result": dict(result),
             "taskIds": dict(task_ids),
             "claims": {"safeRepeat": "asserted by the DAG author, not proven by the gate"},
+            **_given(
+                {
+                    "deadline": deadline,
+                    "deadlineAt": deadline_at,
+                    "check": check,
+                    "clock": clock,
+                    START_CHECK: start_check,
+                    CLOCK_READ: clock_read,
+                    "jitter": jitter,
+                    RECONCILIATION: reconciliation,
+                    "lostTry": lost_try,
+                }
+            ),
             **(dict(extra) if extra else {}),
         }
     )
 
 
 def gate_error(
-    *, try_number: int, reason: str, action: str, extra: Mapping[str, Any] | None = None
+    *,
+    try_number: int,
+    reason: str,
+    action: str,
+    clock_read: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A decision taken without the model, because the gate could not evaluate.
 
     :param reason: why it could not evaluate, already safe to store.
     :param action: what Airflow was told: fail or default.
-    :param extra: more evidence, e.g. ``clockRead``: the tries of a failed clock read.
+    :param clock_read: the tries of a failed clock read, when that was why.
+    :param extra: more evidence, stored after the fields above.
     """
     return stamped(
         {
@@ -100,9 +147,19 @@ def gate_error(
             "action": action,
             "reason": f"gate-error: {reason}",
             "check": "retry-policy",
+            **_given({CLOCK_READ: clock_read}),
             **(dict(extra) if extra else {}),
         }
     )
+
+
+def _given(fields: Mapping[str, object]) -> dict[str, Any]:
+    """The fields that have a value, as stored (mappings copied), in the order given."""
+    return {
+        key: dict(value) if isinstance(value, Mapping) else value
+        for key, value in fields.items()
+        if value is not None
+    }
 
 
 def allows_next_try(history: object, try_number: int) -> bool:
@@ -147,7 +204,7 @@ def start_permission(history: object, try_number: int) -> str:
         return STARTED
     if not allows_next_try(history, try_number):
         return UNDECIDED
-    job = latest.get("reconciliation")
+    job = latest.get(RECONCILIATION)
     return REREAD if isinstance(job, dict) and job.get("allows") else DECIDED
 
 

@@ -3,7 +3,7 @@
 Before it decides on an unknown outcome of a resumable job (Airflow's
 ``ResumableJobMixin``), :class:`~airflow_retrywindow.RetryWindowPolicy` (and the
 retry-start check) reads the job's status once and keeps what it found in the
-decision's ``reconciliation`` entry (written by
+decision's ``reconciliation`` entry (written by :meth:`Reconciliation.as_dict`, from
 :meth:`~airflow_retrywindow.policies.job_status.JobRead.as_dict`). The Retry window
 view, the notifier and ``airflow-retrywindow explain`` read it back here, so they
 say the same things in the same words: which job, its raw status and when it was
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pendulum
 
@@ -29,9 +30,18 @@ from airflow_retrywindow.redaction import safe_text
 #: the key of the entry in a stored policy decision
 KEY = "reconciliation"
 #: what one status read can find, as stored
-OUTCOMES = ("active", "succeeded", "failed", "not-found", "unknown", "no-id")
+ACTIVE = "active"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+NOT_FOUND = "not-found"
+UNKNOWN = "unknown"
+NO_ID = "no-id"
+OUTCOMES = (ACTIVE, SUCCEEDED, FAILED, NOT_FOUND, UNKNOWN, NO_ID)
+#: what a next try does with the job without repeating the work
+RECONNECT = "reconnect"
+COLLECT = "collect"
 #: what a next try does without repeating the work, by outcome; the others allow nothing
-ALLOWS = {"active": "reconnect", "succeeded": "collect"}
+ALLOWS = {ACTIVE: RECONNECT, SUCCEEDED: COLLECT}
 #: the actions of a decision taken when a try starts: the try runs, or starts again later
 RUN = "run"
 RESCHEDULE = "reschedule"
@@ -74,6 +84,7 @@ class Reconciliation:
     :param allows: ``reconnect`` or ``collect``: what a next try does without repeating the work.
     :param failed_since: for a failure, the first read that saw the job failed.
     :param error: why the outcome stays unknown, when it does.
+    :param tolerated_errors: for a succeeded job, how many errors it tolerated, when shown.
     """
 
     key: str
@@ -87,6 +98,29 @@ class Reconciliation:
     allows: str | None
     failed_since: pendulum.DateTime | None = None
     error: str | None = None
+    tolerated_errors: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The read as stored in a decision's ``reconciliation`` entry.
+
+        Texts are stored as given: the writer makes them safe before it builds the read.
+        """
+        return {
+            "externalIdKey": self.key,
+            "externalId": self.job_id,
+            "status": self.status,
+            "readAt": self.read_at.in_tz("UTC").isoformat(),
+            "outcome": self.outcome,
+            "reachedService": self.reached_service,
+            "finished": self.finished,
+            "toValidate": self.to_validate,
+            "allows": self.allows,
+            "failedSince": (
+                None if self.failed_since is None else self.failed_since.in_tz("UTC").isoformat()
+            ),
+            "error": self.error,
+            "toleratedErrors": self.tolerated_errors,
+        }
 
     @classmethod
     def of(cls, stored: object, *, mask: Mask = _safe) -> Reconciliation:
@@ -113,7 +147,7 @@ class Reconciliation:
             key=_required_text(stored, "externalIdKey", mask),
             job_id=(
                 _text(stored, "externalId", mask)
-                if outcome == "no-id"
+                if outcome == NO_ID
                 else _required_text(stored, "externalId", mask)
             ),
             status=_text(stored, "status", mask),
@@ -127,6 +161,7 @@ class Reconciliation:
                 None if stored.get("failedSince") is None else _instant(stored, "failedSince")
             ),
             error=_text(stored, "error", mask),
+            tolerated_errors=_count(stored, "toleratedErrors"),
         )
 
     @property
@@ -136,13 +171,13 @@ class Reconciliation:
 
     def does(self) -> str:
         """What a try let run on this read does with the job."""
-        if self.allows == "reconnect":
+        if self.allows == RECONNECT:
             return f"reconnects to {self.job}, submits nothing"
-        if self.allows == "collect":
+        if self.allows == COLLECT:
             return f"only collects the result of {self.job}, submits nothing"
-        if self.outcome == "failed":
+        if self.outcome == FAILED:
             return f"submits a new job ({self.job} failed)"
-        if self.outcome == "not-found" and self.reached_service is False:
+        if self.outcome == NOT_FOUND and self.reached_service is False:
             return f"submits a new job (the service never received {self.job})"
         return "runs the task's code"
 
@@ -173,7 +208,7 @@ class Reconciliation:
         )
 
     def _nothing_to_validate(self) -> str:
-        return "nothing: the job left no result to check" if self.outcome == "failed" else "nothing"
+        return "nothing: the job left no result to check" if self.outcome == FAILED else "nothing"
 
     def _reached(self) -> str:
         if self.reached_service is None:
@@ -191,7 +226,7 @@ class Reconciliation:
         if not self.finished:
             return f"no: {self.job} is still {self.status or 'active'}"
         now = f"{self.job} is {self.status}" if self.status else f"{self.job} ended"
-        if self.outcome == "failed":
+        if self.outcome == FAILED:
             seen = f", first seen failed at {when(self.failed_since)}" if self.failed_since else ""
             return f"yes, without its result: {now}{seen}"
         return f"yes: {now}"
@@ -243,6 +278,13 @@ def _text(stored: Mapping[str, object], name: str, mask: Mask) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise RecordError(f"{KEY}.{name}", value, "must be a non-empty text or null")
     return mask(value.strip())
+
+
+def _count(stored: Mapping[str, object], name: str) -> int | None:
+    value = stored.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise RecordError(f"{KEY}.{name}", value, "must be a whole number or null")
+    return value
 
 
 def _flag(stored: Mapping[str, object], name: str) -> bool | None:

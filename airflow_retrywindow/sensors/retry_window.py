@@ -25,6 +25,7 @@ from airflow_retrywindow.operators.arguments import (
     work_argument,
 )
 from airflow_retrywindow.operators.retry_window_mixin import RetryWindowMixin
+from airflow_retrywindow.records.decision_record import timed_out
 from airflow_retrywindow.redaction import safe_json
 from airflow_retrywindow.timing.work import EstimateOverride, Work
 
@@ -204,7 +205,7 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
             time_limit = started.add(seconds=self.timeout)
             if until > time_limit:
                 record = self._sensor_record(context, decided, waits=waits, started=started)
-                context["ti"].xcom_push(key="return_value", value={**record, "action": "timeout"})
+                context["ti"].xcom_push(key="return_value", value=timed_out(record))
                 self._time_out(
                     f"Sensor has timed out: the backoff of {row.label} ends at "
                     f"{until.format(UTC_ISO)}, after the sensor's timeout at "

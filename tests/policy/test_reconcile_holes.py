@@ -16,9 +16,10 @@ import pytest
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
 
-from airflow_retrywindow.policies.job_status import TRY_START_KEY, JobOutcome, classify_status
+from airflow_retrywindow.policies.job_status import JobOutcome, classify_status
 from airflow_retrywindow.policies.status_words import NO_WORDS, built_in_words
-from airflow_retrywindow.policies.work_scope import WorkScope
+from airflow_retrywindow.records.try_start import TRY_START_KEY
+from airflow_retrywindow.records.work_scope import WorkScope
 from tests.policy.resumable_jobs import Jobs, Store, context, job_operator, policy
 from tests.policy.test_reconcile_then_decide import decision, latest, lost_after_submit, start
 

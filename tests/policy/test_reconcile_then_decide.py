@@ -19,8 +19,8 @@ from airflow.sdk.exceptions import (
 )
 
 from airflow_retrywindow import OutcomeUnknown
-from airflow_retrywindow.policies.job_status import TRY_START_KEY
 from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records.try_start import TRY_START_KEY
 from tests.policy.resumable_jobs import Jobs, Store, context, job_operator, policy
 
 

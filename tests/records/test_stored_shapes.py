@@ -24,12 +24,12 @@ from airflow_retrywindow.cli import main as command_line
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.notifications.notice import from_evidence, from_gate_record
 from airflow_retrywindow.plugins.decision_rows import gate_record, policy_rows
-from airflow_retrywindow.policies.job_status import TRY_START_KEY, TryStart
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.estimate_source import EstimateSource
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.records.reconciliation import Reconciliation
 from airflow_retrywindow.records.schema import SCHEMA_VERSION, VERSION_KEY, version_problem
+from airflow_retrywindow.records.try_start import TRY_START_KEY, TryStart
 
 STORED = Path(__file__).with_name("stored")
 #: the task every policy fixture is about
