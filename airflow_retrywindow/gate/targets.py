@@ -21,7 +21,7 @@ Airflow's retry delay cap. Importing the module imports no Airflow.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,3 +230,32 @@ def unsafe_trigger_rule(task: Any, gate_id: str) -> str | None:
         f"guarded task {task.task_id!r} has trigger_rule {rule!r}, which would let it run "
         f"after {gate_id!r} failed or was skipped, without a decision; use all_success"
     )
+
+
+def guard_problems(
+    dag: Any, guard: Iterable[str], gate_id: str, downstream: Collection[str]
+) -> list[str]:
+    """Why the gate's guarded tasks could run without its decision, checked at parse time.
+
+    Each must be a task of the DAG, directly downstream of the gate, with a trigger
+    rule that keeps it from running when the gate fails.
+
+    :param dag: the gate's DAG.
+    :param guard: the guarded task ids.
+    :param gate_id: the gate's task id.
+    :param downstream: the task ids directly downstream of the gate.
+    """
+    problems: list[str] = []
+    for task_id in guard:
+        if task_id not in dag.task_dict:
+            problems.append(f"guarded task {task_id!r} is not a task of DAG {dag.dag_id!r}")
+            continue
+        if task_id not in downstream:
+            problems.append(
+                f"guarded task {task_id!r} must be directly downstream of gate "
+                f"{gate_id!r} (gate >> {task_id}), so a failed gate keeps it from running"
+            )
+        problem = unsafe_trigger_rule(dag.task_dict[task_id], gate_id)
+        if problem:
+            problems.append(problem)
+    return problems

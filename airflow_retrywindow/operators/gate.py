@@ -16,7 +16,7 @@ from airflow_retrywindow.gate.approve import (
     guarded_actions,
 )
 from airflow_retrywindow.gate.estimates import GivenEstimate, estimate_problems
-from airflow_retrywindow.gate.targets import target_problems, unsafe_trigger_rule
+from airflow_retrywindow.gate.targets import guard_problems, target_problems
 from airflow_retrywindow.operators.arguments import (
     GuardArgument,
     approval_argument,
@@ -117,21 +117,9 @@ class RetryWindowGateOperator(RetryWindowMixin, BaseOperator, SkipMixin):
             return [f"gate {self.task_id!r} is not in a DAG"]
         problems = target_problems(self.dag, self.targets)
         problems.extend(estimate_problems(self.dag, self.targets, self.deadline))
-        direct = self.downstream_task_ids
-        for task_id in self.guard:
-            if task_id not in self.dag.task_dict:
-                problems.append(
-                    f"guarded task {task_id!r} is not a task of DAG {self.dag.dag_id!r}"
-                )
-                continue
-            if task_id not in direct:
-                problems.append(
-                    f"guarded task {task_id!r} must be directly downstream of gate "
-                    f"{self.task_id!r} (gate >> {task_id}), so a failed gate keeps it from running"
-                )
-            problem = unsafe_trigger_rule(self.dag.task_dict[task_id], self.task_id)
-            if problem:
-                problems.append(problem)
+        problems.extend(
+            guard_problems(self.dag, self.guard, self.task_id, self.downstream_task_ids)
+        )
         problems.extend(
             approval_problems(
                 self.dag,

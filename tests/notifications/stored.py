@@ -14,7 +14,6 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.gate import targets as estimates
 from airflow_retrywindow.gate.approve import Override, judge
 from airflow_retrywindow.gate.decide import DecisionTable, decide
 from airflow_retrywindow.gate.observe import observe_run
@@ -25,6 +24,7 @@ from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInsta
 from airflow_retrywindow.labels import Instance
 from airflow_retrywindow.model import Fixture
 from airflow_retrywindow.model import decide as model_decide
+from airflow_retrywindow.records import estimate_source as estimates
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import reason
