@@ -206,7 +206,13 @@ class DecisionFacts:
 
     @classmethod
     def of_evidence(
-        cls, entry: Mapping[str, Any], *, task_id: str, map_index: int = -1, mask: Mask = as_stored
+        cls,
+        entry: Mapping[str, Any],
+        *,
+        task_id: str,
+        map_index: int = -1,
+        mask: Mask = as_stored,
+        strict: bool = False,
     ) -> DecisionFacts:
         """The facts of one decision of the policy (or of its retry-start check).
 
@@ -214,6 +220,9 @@ class DecisionFacts:
         :param task_id: the task it was stored for.
         :param map_index: that task's map index.
         :param mask: makes each stored text safe for the reader.
+        :param strict: raise when the stored fixture cannot be read or replayed,
+            rather than keep it as a problem.
+        :raises ValueError: when ``strict`` and the fixture cannot be read.
         """
         reason = mask(str(entry.get("reason", "")))
         facts = cls(
@@ -235,6 +244,8 @@ class DecisionFacts:
             fixture = StoredFixture.of(entry).fixture
             model = ModelDecision.of(entry, model_id=model_id_of(entry, fixture, task_id))
         except UNREADABLE as error:  # stored with a fixture, so not a gate error either
+            if strict:
+                raise
             return replace(facts, decision="unreadable").with_problem(mask(str(error)))
         return replace(
             facts,
@@ -278,6 +289,7 @@ class DecisionFacts:
         as_of: pendulum.DateTime | None = None,
         deadline: pendulum.DateTime | None = None,
         deadline_rule: str | None = None,
+        strict: bool = False,
     ) -> DecisionFacts:
         """The facts of one target of a gate's or a sensor's decision record.
 
@@ -287,6 +299,9 @@ class DecisionFacts:
         :param as_of: when the gate decided (the record's ``asOf``).
         :param deadline: the record's deadline.
         :param deadline_rule: how the deadline is defined, in words.
+        :param strict: raise when the estimate sources cannot be read, rather
+            than keep it as a problem.
+        :raises RecordError: when ``strict`` and the estimate sources cannot be read.
         """
         capacity = row.get("capacity")
         mapped = whole_number(row, "mapIndex")
@@ -314,6 +329,8 @@ class DecisionFacts:
         try:
             found = EstimateSource.of(row["estimateSource"], task_id=task_id, decided_by=decided_by)
         except RecordError as error:
+            if strict:
+                raise
             return facts.with_problem(mask(str(error)))
         return replace(facts, estimate=found)
 
