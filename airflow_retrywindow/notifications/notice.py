@@ -14,8 +14,9 @@ anything itself. It reads one of the two things the provider stores:
   (:func:`override_of`): a guarded task let through by an approval is told as
   such, never as allowed by the model.
 
-Both are read through :mod:`airflow_retrywindow.records`, as the view reads them;
-a value that is neither is "not a retry window record".
+The facts of either are read by :class:`~airflow_retrywindow.records.decision_facts.DecisionFacts`,
+the same read-model the view and ``explain`` format; this module only words them
+for a message. A value that is neither is "not a retry window record".
 
 For the evidence, the status update is rebuilt by replaying the stored fixture on
 the stored clock, with the same sentence builders the gate and ``explain`` use. A

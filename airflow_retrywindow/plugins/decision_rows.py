@@ -12,10 +12,10 @@ Two kinds of stored value become rows here:
   override (:mod:`~airflow_retrywindow.records.override`): the model's
   decision stays as it was taken, and the override is shown beside it.
 
-The stored values are read through :mod:`airflow_retrywindow.records`
-(:mod:`~airflow_retrywindow.records.evidence_entry`,
-:mod:`~airflow_retrywindow.records.decision_record`), which the notifier reads
-them through too. Every decision a page shows that came from the model is
+The facts of each stored decision are read by
+:class:`~airflow_retrywindow.records.decision_facts.DecisionFacts`, the same
+read-model the notifier and ``explain`` format; a row is the view's formatting of
+them. Every decision a page shows that came from the model is
 replayed from its stored fixture (:mod:`~airflow_retrywindow.records.stored_fixture`,
 which keeps the replays): the timeline is drawn from the replay, and a stored
 result that the fixture does not reproduce is flagged. Stored values are read
