@@ -53,6 +53,13 @@ from typing import Any
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.policies.check import gated
+from airflow_retrywindow.records.estimate_words import (  # stored words, read back by records/
+    AGREED,
+    GATE,
+    OTHER_POLICIES,
+    OVERRIDE,
+    POLICY,
+)
 from airflow_retrywindow.redaction import safe_text
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
@@ -261,12 +268,6 @@ def unsafe_trigger_rule(task: Any, gate_id: str) -> str | None:
 
 
 # -- the estimates each target is decided on ----------------------------------------
-
-POLICY = "policy"
-GATE = "gate"
-AGREED = "gate and policy"
-OVERRIDE = "gate override: "
-OTHER_POLICIES = "other targets' policies"
 
 #: the estimate's fields: the name a DAG author writes -> the name in the record
 FIELDS = {"duration": "duration", "validation": "validation", "safe_repeat": "safeRepeat"}

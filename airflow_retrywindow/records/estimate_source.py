@@ -18,7 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from airflow_retrywindow.exceptions import RecordError
-from airflow_retrywindow.gate.targets import AGREED, GATE, OTHER_POLICIES, OVERRIDE, POLICY
+from airflow_retrywindow.records.estimate_words import (
+    AGREED,
+    GATE,
+    OTHER_POLICIES,
+    OVERRIDE,
+    POLICY,
+)
 from airflow_retrywindow.redaction import safe_text
 
 #: the record's field -> its name in words, in the order a line lists them
