@@ -103,6 +103,7 @@ def check_archives(sdist: Path, wheel: Path, version: str) -> None:
                 f"{dist_info}/entry_points.txt",
                 "airflow_retrywindow/py.typed",
                 "airflow_retrywindow/plugins/static/retry_window.css",
+                "airflow_retrywindow/plugins/templates/task.html",
                 "airflow_retrywindow/get_provider_info.py",
             ],
         ),

@@ -21,18 +21,12 @@ import pendulum
 
 from airflow_retrywindow.cli.streams import UnreadableInputError, emit, load, refuse
 from airflow_retrywindow.cli.table import render_table
-from airflow_retrywindow.exceptions import ClockError, RecordError
+from airflow_retrywindow.exceptions import ClockError
 from airflow_retrywindow.labels import UTC_CLOCK, UTC_SHOWN
 from airflow_retrywindow.model import Fixture, InvalidFixture, Verdict, decide
-from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY
+from airflow_retrywindow.records.decision_facts import DecisionFacts
 from airflow_retrywindow.records.dependency_state import DependencyRecord, dependency_of
-from airflow_retrywindow.records.reconciliation import (
-    KEY,
-    RESCHEDULE,
-    Reconciliation,
-    TimeText,
-    action_words,
-)
+from airflow_retrywindow.records.reconciliation import KEY, RESCHEDULE, TimeText, action_words
 from airflow_retrywindow.redaction import without_credentials
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.reasons import moment
@@ -71,10 +65,14 @@ def run(path: str, origin: str | None = None) -> int:
     show = fixture_time if clock is None else wall_clock(clock, fixture)
     verdict = decide(fixture)
     written = _written(clock, fixture)
-    stored = [] if entry is None else _stored_lines(entry, verdict, show, written)
-    lines = explanation(fixture, verdict, show=show, after_table=stored)
-    if entry is not None:
-        lines.insert(0, _decision_line(entry, verdict, show))
+    if entry is None:
+        lines = explanation(fixture, verdict, show=show)
+    else:
+        # a file holds no Airflow task id: the fixture's only task is the one decided
+        facts = DecisionFacts.of_evidence(entry, task_id="", mask=_shown)
+        stored = _stored_lines(entry, facts, verdict, show, written)
+        lines = explanation(fixture, verdict, show=show, after_table=stored)
+        lines.insert(0, _decision_line(facts, verdict, show))
     if clock is not None:
         day = clock.at(fixture.as_of).format("YYYY-MM-DD")
         lines.insert(0, f"Times are UTC, on {day} unless dated; model time t=0 is {clock.iso()}.")
@@ -190,22 +188,20 @@ _LEFT_OUT = "estimates leave out queues, capacity and future failures"
 _NOT_APPROVAL = "a favourable estimate is not an approval"
 
 
-def _decision_line(entry: Mapping[str, Any], verdict: Verdict, show: TimeFormat) -> str:
+def _decision_line(facts: DecisionFacts, verdict: Verdict, show: TimeFormat) -> str:
     """Which stored decision this is, and what it did with the try."""
-    number = entry.get("tryNumber")
-    check = entry.get("check")
-    about = f"try {number}" if isinstance(number, int) else "a try"
-    by = f" ({_shown(check)})" if isinstance(check, str) else ""
-    action = entry.get("action")
-    if not isinstance(action, str):
+    about = "a try" if facts.try_number is None else f"try {facts.try_number}"
+    by = f" ({facts.check})" if facts.check is not None else ""
+    if facts.action is None:
         return f"Stored decision about {about}{by}."
-    job = _job(entry)[0]
-    words = action_words(_shown(action), job, start_at=_start_at(entry, verdict, show))
+    start_at = _start_at(facts, verdict, show)
+    words = action_words(facts.action, facts.job, start_at=start_at)
     return f"Stored decision about {about}{by}; what Airflow was told: {words}."
 
 
 def _stored_lines(
     entry: Mapping[str, Any],
+    facts: DecisionFacts,
     verdict: Verdict,
     show: TimeFormat,
     written: TimeText,
@@ -216,21 +212,16 @@ def _stored_lines(
         lines.append(
             "The stored result is not what the fixture gives today; the table shows this replay."
         )
-    dependency = _stored_dependency(entry, written)
+    dependency = _stored_dependency(facts, written)
     lines += dependency
     if KEY not in entry:
         return lines
     if dependency:
         lines.append("")
-    job, problem = _job(entry)
+    job = facts.job
     if job is None:
-        return [*lines, f"Reconciled before deciding: could not be read ({problem})."]
-    action = entry.get("action")
-    answers = job.answers(
-        written,
-        action=action if isinstance(action, str) else None,
-        start_at=_start_at(entry, verdict, show),
-    )
+        return [*lines, f"Reconciled before deciding: could not be read ({facts.job_problem})."]
+    answers = job.answers(written, action=facts.action, start_at=_start_at(facts, verdict, show))
     width = max(len(question) for question, _ in answers) + 1
     lines.append(f"Reconciled before deciding: {job.job}")
     lines += [f"  {(question + ':').ljust(width)}  {answer}" for question, answer in answers]
@@ -269,33 +260,20 @@ def _dependency_lines(record: DependencyRecord, written: TimeText) -> list[str]:
     ]
 
 
-def _stored_dependency(entry: Mapping[str, Any], written: TimeText) -> list[str]:
+def _stored_dependency(facts: DecisionFacts, written: TimeText) -> list[str]:
     """The dependency state a stored decision carries, or what could not be read of it."""
-    if DEPENDENCY not in entry:
-        return []
-    try:
-        record = DependencyRecord.read(entry[DEPENDENCY])
-    except (ValueError, TypeError, OverflowError) as error:  # RecordError and any bad time
-        return [f"Dependency: could not be read ({_shown(error)})."]
-    return _dependency_lines(record, written)
+    if facts.dependency_problem is not None:
+        return [f"Dependency: could not be read ({facts.dependency_problem})."]
+    return [] if facts.dependency is None else _dependency_lines(facts.dependency, written)
 
 
 def _dated(when: pendulum.DateTime) -> str:
     return when.in_timezone("UTC").format(UTC_SHOWN)
 
 
-def _job(entry: Mapping[str, Any]) -> tuple[Reconciliation | None, str | None]:
-    if KEY not in entry:
-        return None, None
-    try:
-        return Reconciliation.of(entry[KEY], mask=_shown), None
-    except RecordError as error:
-        return None, _shown(str(error))
-
-
-def _start_at(entry: Mapping[str, Any], verdict: Verdict, show: TimeFormat) -> str | None:
+def _start_at(facts: DecisionFacts, verdict: Verdict, show: TimeFormat) -> str | None:
     """When a try the retry-start check rescheduled may start, as the table writes times."""
-    if entry.get("action") != RESCHEDULE or not verdict.tasks:
+    if facts.action != RESCHEDULE or not verdict.tasks:
         return None
     at = verdict.tasks[0].earliest_start
     return None if at is None else show(at)

@@ -227,9 +227,12 @@ def _pull(ti: Any, key: str) -> object:
 
 
 def _has_policy(task: Any) -> bool:
-    from airflow_retrywindow.policies.retry_policy import RetryWindowPolicy
+    """A task under ``RetryWindowPolicy``: its policy runs the retry-start check.
 
-    return isinstance(getattr(task, "retry_policy", None), RetryWindowPolicy)
+    Told by what the policy does, as a gate is by :func:`_is_gate`, so that the
+    notifier reads decisions without importing the policy that takes them.
+    """
+    return callable(getattr(getattr(task, "retry_policy", None), "decide_start", None))
 
 
 def _consequence(ti: Any, task: Any) -> str:

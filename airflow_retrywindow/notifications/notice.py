@@ -14,8 +14,9 @@ anything itself. It reads one of the two things the provider stores:
   (:func:`override_of`): a guarded task let through by an approval is told as
   such, never as allowed by the model.
 
-Both are read through :mod:`airflow_retrywindow.records`, as the view reads them;
-a value that is neither is "not a retry window record".
+The facts of either are read by :class:`~airflow_retrywindow.records.decision_facts.DecisionFacts`,
+the same read-model the view and ``explain`` format; this module only words them
+for a message. A value that is neither is "not a retry window record".
 
 For the evidence, the status update is rebuilt by replaying the stored fixture on
 the stored clock, with the same sentence builders the gate and ``explain`` use. A
@@ -29,40 +30,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.labels import UTC_SHOWN, label
 from airflow_retrywindow.model.decisions import Decision, lets_run_now
-from airflow_retrywindow.records.decision_record import (
-    GuardEntry,
-    guard_entries,
-    whole_number,
-)
-from airflow_retrywindow.records.estimate_source import EstimateSource
-from airflow_retrywindow.records.evidence_entry import (
-    GATE_ERROR,
-    has_fixture,
-    model_id_of,
-    reconciliation_of,
-)
+from airflow_retrywindow.records.decision_facts import DecisionFacts
+from airflow_retrywindow.records.decision_record import GuardEntry, guard_entries
+from airflow_retrywindow.records.evidence_entry import GATE_ERROR
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.records.reconciliation import RESCHEDULE, RUN, Reconciliation
 from airflow_retrywindow.records.schema import NOT_A_RECORD, version_problem
-from airflow_retrywindow.records.stored_fixture import replayed, stored_decision
 from airflow_retrywindow.redaction import safe_text
-from airflow_retrywindow.timing.clock import Clock
-from airflow_retrywindow.timing.reasons import moment
-from airflow_retrywindow.timing.status import status_update
 from airflow_retrywindow.verdicts import entry_of, verdict
 
-#: how real times are written in a notification: dated, UTC
 #: the longest account of an unreadable stored value kept
 _MAX_PROBLEM = 500
-#: the gate's decisions that let guarded work run
 
 
 @dataclass(frozen=True)
@@ -151,54 +135,46 @@ def from_evidence(entry: Mapping[str, Any], task_id: str) -> Notice:
     unreadable = version_problem(entry)
     if unreadable:
         raise ValueError(f"the evidence entry is not a shape this release reads: {unreadable}")
-    action = _text(entry, "action")
-    try_number = _try_number(entry)
-    job, job_problem = _reconciliation(entry)
-    if not has_fixture(entry):  # written when the gate could not evaluate
+    action, reason = _text(entry, "action"), _text(entry, "reason")
+    facts = DecisionFacts.of_evidence(entry, task_id=task_id, strict=True)
+    model = facts.model
+    if model is None:  # written when the gate could not evaluate
         return Notice(
             task_id=task_id,
             decision=GATE_ERROR,
-            reason=_text(entry, "reason"),
+            reason=reason,
             outcome=_outcome(action, GATE_ERROR),
             refused=action == "fail",
-            try_number=try_number,
+            try_number=facts.try_number,
         )
-    verdict = replayed(entry["fixture"])  # cached per stored fixture
-    fixture = verdict.fixture
-    clock = Clock.from_iso(_text(entry, "origin"))
-    model_id = model_id_of(entry, fixture, task_id)
-    decision = verdict.verdict.task(model_id)
-    recorded = _recorded_decision(entry, model_id)
-    if decision.decision.value != recorded:
+    decision = model.task
+    if decision.decision.value != model.stored_decision:
         raise ValueError(
             f"the stored fixture replays to {decision.decision.value}, not to the recorded "
-            f"{recorded}; the evidence cannot be trusted"
+            f"{model.stored_decision}; the evidence cannot be trusted"
         )
-    show = partial(moment, clock, today=clock.at(fixture.as_of))
-    status = status_update(decision, fixture.task(model_id), fixture, clock=show)
     lateness = None
     if decision.decision is Decision.DEADLINE_INFEASIBLE and decision.estimated_finish is not None:
         lateness = Lateness(
-            finish=clock.at(decision.estimated_finish).format(UTC_SHOWN),
-            deadline=clock.at(fixture.deadline).format(UTC_SHOWN),
-            seconds=decision.estimated_finish - fixture.deadline,
+            finish=_written(model.clock.at(decision.estimated_finish)),
+            deadline=_written(model.deadline),
+            seconds=decision.estimated_finish - model.fixture.deadline,
         )
-    start_at = None
-    if action == RESCHEDULE and decision.earliest_start is not None:
-        start_at = clock.at(decision.earliest_start).format(UTC_SHOWN)
+    start_at = _written(facts.start_at) if facts.start_at is not None else None
+    job_problem = facts.job_problem
     return Notice(
         task_id=task_id,
         decision=decision.decision.value,
-        reason=_text(entry, "reason"),
-        outcome=_outcome(action, decision.decision.value, job, start_at),
+        reason=reason,
+        outcome=_outcome(action, decision.decision.value, facts.job, start_at),
         refused=action == "fail",
-        status=_named(status, model_id, task_id),
+        status=model.status(task_id),
         lateness=lateness,
-        try_number=try_number,
+        try_number=facts.try_number,
         action=action,
         start_at=start_at,
-        job=job,
-        job_problem=job_problem,
+        job=facts.job,
+        job_problem=safe_text(job_problem, limit=_MAX_PROBLEM) if job_problem else None,
     )
 
 
@@ -222,29 +198,6 @@ def _outcome(
     if action not in _ACTION_OUTCOME:
         raise ValueError(f"action must be retry, fail, default, run or reschedule, got {action!r}")
     return _ACTION_OUTCOME[action]
-
-
-def _reconciliation(entry: Mapping[str, Any]) -> tuple[Reconciliation | None, str | None]:
-    """The decision's reconciled job, or what could not be read of it: never a guess."""
-    try:
-        return reconciliation_of(entry), None
-    except RecordError as error:
-        return None, safe_text(str(error), limit=_MAX_PROBLEM)
-
-
-def _recorded_decision(entry: Mapping[str, Any], model_id: str) -> str:
-    try:
-        return str(stored_decision(entry.get("result"), model_id))
-    except RecordError:
-        raise ValueError(f"the stored result holds no decision for {model_id!r}") from None
-
-
-def _named(status: str, model_id: str, task_id: str) -> str:
-    """The status line under the Airflow task id rather than the model's alias."""
-    prefix = f"{model_id}:"
-    if model_id == task_id or not status.startswith(prefix):
-        return status
-    return f"{task_id}:{status[len(prefix) :]}"
 
 
 # -- a gate's or a sensor's decision record ------------------------------------------
@@ -272,19 +225,24 @@ def from_gate_record(record: Mapping[str, Any]) -> tuple[Notice, ...]:
         if not isinstance(row, Mapping):
             raise ValueError(f"a decision in the record is not an object: {row!r}")
         task_id = _text(row, "taskId")
-        decision = _text(row, "decision")
+        for told in ("decision", "reason"):  # a notice tells both: neither may be missing
+            _text(row, told)
+        facts = DecisionFacts.of_target(row, decided_by=gate, strict=True)
         held, run, overridden = _guarded_by(guarded, task_id)
+        estimate = facts.estimate
         notices.append(
             Notice(
-                task_id=_labelled(task_id, row.get("mapIndex")),
-                decision=decision,
-                reason=_text(row, "reason"),
+                task_id=label(task_id, facts.map_index),
+                decision=facts.decision,
+                reason=facts.reason,
                 outcome=_gate_outcome(held, run, overridden),
-                refused=bool(held) or (not run and not overridden and not lets_run_now(decision)),
-                status=str(row["status"]) if isinstance(row.get("status"), str) else None,
+                refused=bool(held)
+                or (not run and not overridden and not lets_run_now(facts.decision)),
+                status=facts.status,
                 lateness=_row_lateness(row, deadline),
-                try_number=whole_number(row, "tryNumber"),
-                estimate=_overridden_estimate(row, task_id, gate),
+                try_number=facts.try_number,
+                # one line only when an estimate is a gate override: mails stay short otherwise
+                estimate=estimate.line() if estimate is not None and estimate.overridden else None,
             )
         )
     return tuple(notices)
@@ -299,21 +257,6 @@ def override_of(record: Mapping[str, Any]) -> OverrideEntry | None:
     if "override" not in record:
         return None
     return OverrideEntry.of(record["override"])
-
-
-def _overridden_estimate(row: Mapping[str, Any], task_id: str, gate: str) -> str | None:
-    """The estimate's sources in one line, when one of them is a gate override."""
-    if "estimateSource" not in row:
-        return None
-    found = EstimateSource.of(row["estimateSource"], task_id=task_id, decided_by=gate)
-    return found.line() if found.overridden else None
-
-
-def _labelled(task_id: str, map_index: object) -> str:
-    """``load``, or ``load[3]`` for one map index of a mapped task, as Airflow's UI names it."""
-    if isinstance(map_index, int) and not isinstance(map_index, bool):
-        return label(task_id, map_index)
-    return task_id
 
 
 def _guarded_by(
@@ -377,7 +320,3 @@ def _text(entry: Mapping[str, Any], key: str) -> str:
 def _described(value: object) -> str:
     text = repr(value)
     return safe_text(text if len(text) <= 80 else text[:77] + "...", limit=_MAX_PROBLEM)
-
-
-def _try_number(entry: Mapping[str, Any]) -> int | None:
-    return whole_number(entry, "tryNumber")

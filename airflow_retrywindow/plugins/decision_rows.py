@@ -12,10 +12,10 @@ Two kinds of stored value become rows here:
   override (:mod:`~airflow_retrywindow.records.override`): the model's
   decision stays as it was taken, and the override is shown beside it.
 
-The stored values are read through :mod:`airflow_retrywindow.records`
-(:mod:`~airflow_retrywindow.records.evidence_entry`,
-:mod:`~airflow_retrywindow.records.decision_record`), which the notifier reads
-them through too. Every decision a page shows that came from the model is
+The facts of each stored decision are read by
+:class:`~airflow_retrywindow.records.decision_facts.DecisionFacts`, the same
+read-model the notifier and ``explain`` format; a row is the view's formatting of
+them. Every decision a page shows that came from the model is
 replayed from its stored fixture (:mod:`~airflow_retrywindow.records.stored_fixture`,
 which keeps the replays): the timeline is drawn from the replay, and a stored
 result that the fixture does not reproduce is flagged. Stored values are read
@@ -38,9 +38,13 @@ import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.labels import VIEW_SHOWN, label
-from airflow_retrywindow.model.fixture import Fixture
-from airflow_retrywindow.model.verdict import TaskDecision
 from airflow_retrywindow.plugins.timeline import Timeline, timeline
+from airflow_retrywindow.records.decision_facts import (
+    POLICY,
+    UNREADABLE,
+    DecisionFacts,
+    ModelDecision,
+)
 from airflow_retrywindow.records.decision_record import (
     GuardEntry,
     guard_entries,
@@ -51,26 +55,18 @@ from airflow_retrywindow.records.decision_record import (
 from airflow_retrywindow.records.decision_record import (
     is_decision_record as is_decision_record,  # noqa: PLC0414  (read from here before)
 )
-from airflow_retrywindow.records.estimate_source import EstimateSource
-from airflow_retrywindow.records.evidence_entry import evidence_entries, reconciliation_of
+from airflow_retrywindow.records.evidence_entry import evidence_entries
 from airflow_retrywindow.records.override import OverrideEntry
-from airflow_retrywindow.records.reconciliation import RESCHEDULE, Reconciliation, action_words
+from airflow_retrywindow.records.reconciliation import Reconciliation, action_words
 from airflow_retrywindow.records.schema import version_problem
-from airflow_retrywindow.records.start_check import start_check_of
-from airflow_retrywindow.records.stored_fixture import StoredFixture, stored_decision
+from airflow_retrywindow.records.stored_fixture import stored_decision
 from airflow_retrywindow.redaction import safe_text
-from airflow_retrywindow.timing.clock import Clock
-from airflow_retrywindow.timing.reasons import moment
-from airflow_retrywindow.timing.status import status_update
 
 #: the longest stored text the view shows in one field
 MAX_SHOWN = 20_000
 #: fixture names in download addresses: the policy's n-th stored decision, a record's n-th fixture
 FIXTURE_NAME = re.compile(r"(?P<kind>policy|record)-(?P<index>[0-9]{1,4})")
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-#: what reading a stored decision raises when it is not what the provider stores
-#: (RecordError, InvalidFixture, ClockError and a bad ISO time are ValueErrors)
-UNREADABLE = (ValueError, KeyError, TypeError)
 
 
 @dataclass(frozen=True)
@@ -261,7 +257,7 @@ def policy_row(
     :param detailed: whether to draw its timeline and write its status update (a
         summary table shows neither; the stored result is still checked by a replay).
     """
-    by = "RetryWindowPolicy"
+    by = POLICY
     if not isinstance(entry, Mapping):
         problem = f"decisions[{index}] is {_described(entry)}"
         return DecisionRow(task_id, by, map_index=map_index, problem=problem)
@@ -269,66 +265,50 @@ def policy_row(
     if unreadable:
         problem = f"decisions[{index}] is not a shape of record this release reads: {unreadable}"
         return DecisionRow(task_id, by, map_index=map_index, problem=problem)
-    try_number = _optional_int(entry, "tryNumber")
-    reason = shown(entry.get("reason", ""))
-    action = _optional_text(entry.get("action"))
-    job, job_problem = _reconciliation(entry)
-    not_run, check_problem = _start_check(entry, try_number)
-    job_problem = _joined(job_problem, check_problem)
-    base = DecisionRow(
-        task_id,
-        by,
-        map_index=map_index,
-        try_number=try_number,
-        decision="gate-error" if reason.startswith("gate-error") else "unreadable",
-        reason=reason,
-        failure=_optional_text(entry.get("failure")),
-        told=_told(action, job, None),
-        check=_optional_text(entry.get("check")),
-        deadline_rule=_optional_text(entry.get("deadline")),
-        action=action,
-        reconciliation=job,
-        start_check=not_run,
-        problem=job_problem,
-    )
-    if "fixture" not in entry:  # the gate could not evaluate: there is nothing to replay
-        return base
-    suffix = f"try-{try_number}" if try_number is not None else f"decision-{index}"
+    facts = DecisionFacts.of_evidence(entry, task_id=task_id, map_index=map_index, mask=shown)
+    row = _row(facts)
+    model = facts.model
+    if model is None:  # the gate could not evaluate, or its fixture cannot be read
+        return row
+    suffix = f"try-{facts.try_number}" if facts.try_number is not None else f"decision-{index}"
     try:
-        decided = _Decided.of(entry, model_id=None)
-        start_at = decided.start_at() if action == RESCHEDULE else None
         return replace(
-            base,
-            told=_told(action, job, start_at),
-            start_at=start_at,
-            decided_at=decided.clock.at(decided.fixture.as_of),
-            decision=decided.stored_decision,
-            deadline=decided.clock.at(decided.fixture.deadline),
-            attempts=decided.task_attempts,
-            max_attempts=decided.fixture.policy.max_attempts,
-            status=decided.status(task_id) if detailed else None,
-            timeline=decided.timeline() if detailed else None,
-            replay=decided.replay(task_id, map_index, f"policy-{index}", suffix),
-            problem=_joined(job_problem, decided.mismatch()),
+            row,
+            status=shown(model.status(task_id)) if detailed else None,
+            timeline=_timeline(model) if detailed else None,
+            replay=_replay(model, task_id, map_index, f"policy-{index}", suffix),
+            problem=_joined(row.problem, model.mismatch()),
         )
     except UNREADABLE as error:
-        return replace(base, decision="unreadable", problem=_joined(job_problem, shown(error)))
+        return replace(row, decision="unreadable", problem=_joined(row.problem, shown(error)))
 
 
-def _start_check(entry: Mapping[str, Any], try_number: int | None) -> tuple[str | None, str | None]:
-    """The flag of a try whose retry-start check did not run, and what could not be read."""
-    try:
-        found = start_check_of(entry)
-    except RecordError as error:
-        return None, shown(error)
-    if found is None:
-        return None, None
-    warning = found.warning(_or_unknown(try_number))
-    return (shown(warning) if warning else None), None
-
-
-def _or_unknown(value: int | None) -> object:
-    return "?" if value is None else value
+def _row(facts: DecisionFacts) -> DecisionRow:
+    """The row of a stored decision's facts, before its picture and replay."""
+    return DecisionRow(
+        task_id=facts.task_id,
+        decided_by=facts.decided_by,
+        map_index=facts.map_index,
+        decided_at=facts.decided_at,
+        try_number=facts.try_number,
+        decision=facts.decision,
+        reason=facts.reason,
+        deadline=facts.deadline,
+        deadline_rule=facts.deadline_rule,
+        attempts=facts.attempts,
+        max_attempts=facts.max_attempts,
+        failure=facts.failure,
+        told=_told(facts.action, facts.job, facts.start_at),
+        check=facts.check,
+        status=_optional_text(facts.status),
+        capacity=facts.capacity,
+        estimate=facts.estimate.line() if facts.estimate else None,
+        problem=facts.problem,
+        action=facts.action,
+        start_at=facts.start_at,
+        reconciliation=facts.job,
+        start_check=_optional_text(facts.start_check_warning()),
+    )
 
 
 def stored_policy_decision(entry: object) -> str:
@@ -364,14 +344,6 @@ def _told(
     if action is None:
         return None
     return action_words(action, job, start_at=formatted(start_at) if start_at else None)
-
-
-def _reconciliation(entry: Mapping[str, Any]) -> tuple[Reconciliation | None, str | None]:
-    """The decision's reconciled job, or what could not be read of it: never a guess."""
-    try:
-        return reconciliation_of(entry, mask=shown), None
-    except RecordError as error:
-        return None, shown(error)
 
 
 # -- a gate's or a sensor's decision record -----------------------------------------------
@@ -429,7 +401,7 @@ def gate_record(
         task_id=task_id,
         map_index=map_index,
         kind=kind,
-        try_number=_optional_int(record, "tryNumber"),
+        try_number=whole_number(record, "tryNumber"),
         as_of=as_of,
         deadline=deadline,
         deadline_rule=_optional_text(record.get("deadlineRule")),
@@ -499,7 +471,7 @@ def stored_fixture(
         entries = policy_entries(evidence)
         entry = entries[index] if index < len(entries) else None
         found = entry.get("fixture") if isinstance(entry, Mapping) else None
-        try_number = _optional_int(entry, "tryNumber") if isinstance(entry, Mapping) else None
+        try_number = whole_number(entry, "tryNumber") if isinstance(entry, Mapping) else None
         suffix = f"try-{try_number}" if try_number is not None else f"decision-{index}"
     else:
         fixtures = record.get("fixtures") if isinstance(record, Mapping) else None
@@ -525,61 +497,26 @@ def _target_row(
 ) -> DecisionRow:
     if not isinstance(row, Mapping):
         return DecisionRow("?", gate, problem=f"a decision is {_described(row)}")
-    capacity = row.get("capacity")
-    mapped = _optional_int(row, "mapIndex")
-    estimate, estimate_problem = _estimate(gate, row)
-    base = DecisionRow(
-        task_id=shown(row.get("taskId", "?")),
-        decided_by=gate,
-        map_index=-1 if mapped is None else mapped,
-        decided_at=as_of,
-        try_number=_optional_int(row, "tryNumber"),
-        decision=shown(row.get("decision", "unreadable")),
-        reason=shown(row.get("reason", "")),
-        deadline=deadline,
+    facts = DecisionFacts.of_target(
+        row, decided_by=gate, mask=shown, as_of=as_of, deadline=deadline,
         deadline_rule=deadline_rule,
-        attempts=_optional_int(row, "attempts"),
-        max_attempts=_optional_int(row, "maxAttempts"),
-        failure=_failure(row),
-        told=told,
-        work_unit=work_unit,
-        status=_optional_text(row.get("status")),
-        capacity=_optional_text(capacity.get("reason")) if isinstance(capacity, Mapping) else None,
-        estimate=estimate,
-        problem=estimate_problem,
-    )
-    index = row.get("fixture")
-    if index is None:  # not attempted: the model was not asked
-        return base
+    )  # fmt: skip
+    base = replace(_row(facts), told=told, work_unit=work_unit)
     try:
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise RecordError("fixture", index, "must be the index of one of the record's fixtures")
-        if not 0 <= index < len(fixtures):
-            raise RecordError("fixture", index, f"has no fixture among {len(fixtures)}")
-        decided = _Decided.of(fixtures[index], model_id=row.get("modelId"))
-        replay = decided.replay(gate, map_index, f"record-{index}", f"fixture-{index}")
-        drawn = decided.timeline()
+        facts = facts.replayed(row, fixtures)
+        model = facts.model
+        if model is None:  # not attempted: the model was not asked
+            return base
+        name, suffix = f"record-{facts.fixture_index}", f"fixture-{facts.fixture_index}"
+        replay = _replay(model, gate, map_index, name, suffix)
+        drawn = _timeline(model)
     except UNREADABLE as error:
-        return replace(base, problem=_joined(estimate_problem, shown(error)))
-    mismatch = decided.mismatch()
-    if mismatch is None and decided.stored_decision != base.decision:
-        mismatch = (
-            f"the record says {base.decision} but its fixture decides {decided.stored_decision}"
-        )
-    return replace(base, timeline=drawn, replay=replay, problem=_joined(estimate_problem, mismatch))
-
-
-def _estimate(gate: str, row: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """A decision's estimate sources in one line, or what could not be read of them."""
-    if "estimateSource" not in row:  # recorded before the record kept its sources
-        return None, None
-    try:
-        found = EstimateSource.of(
-            row["estimateSource"], task_id=shown(row.get("taskId", "?")), decided_by=gate
-        )
-    except RecordError as error:
-        return None, shown(error)
-    return found.line(), None
+        return replace(base, problem=_joined(base.problem, shown(error)))
+    mismatch = model.mismatch()
+    stored = shown(model.stored_decision)
+    if mismatch is None and stored != base.decision:
+        mismatch = f"the record says {base.decision} but its fixture decides {stored}"
+    return replace(base, timeline=drawn, replay=replay, problem=_joined(base.problem, mismatch))
 
 
 def _override(record: Mapping[str, Any], problems: list[str]) -> OverrideEntry | None:
@@ -606,82 +543,22 @@ def _joined(*problems: str | None) -> str | None:
     return "; ".join(problem for problem in problems if problem) or None
 
 
-@dataclass(frozen=True)
-class _Decided:
-    """A stored fixture read and replayed, and the one task of it a row shows."""
-
-    stored: StoredFixture
-    replayed: TaskDecision
-    stored_decision: str
-
-    @classmethod
-    def of(cls, stored: object, *, model_id: object) -> _Decided:
-        """Read ``{origin, fixture, result}``; replay the fixture (cached per fixture).
-
-        :param stored: a policy decision or one of a record's fixtures.
-        :param model_id: the target's id in the fixture; ``None`` for its only task.
-        """
-        found = StoredFixture.of(stored)
-        replayed = found.task(model_id)
-        return cls(found, replayed, shown(found.stored_decision(replayed.id)))
-
-    @property
-    def fixture(self) -> Fixture:
-        return self.stored.fixture
-
-    @property
-    def clock(self) -> Clock:
-        return self.stored.clock
-
-    @property
-    def task_attempts(self) -> int:
-        return self.fixture.task(self.replayed.id).attempts
-
-    def start_at(self) -> pendulum.DateTime | None:
-        """The model's earliest start of the next attempt, as a time."""
-        at = self.replayed.earliest_start
-        return None if at is None else self.clock.at(at)
-
-    def replay(self, owner: str, map_index: int, name: str, suffix: str) -> Replay:
-        return Replay(
-            owner=owner,
-            map_index=map_index,
-            name=name,
-            filename=fixture_filename(owner, map_index, suffix),
-            origin=self.clock.iso(),
-            fixture=self.stored.payload,
-            result=self.stored.result,
-            replays=self.stored.replays,
-        )
-
-    def timeline(self) -> Timeline:
-        return timeline(self.fixture, self.replayed, self.clock)
-
-    def status(self, task_id: str) -> str:
-        today = self.clock.at(self.fixture.as_of)
-        text = status_update(
-            self.replayed,
-            self.fixture.task(self.replayed.id),
-            self.fixture,
-            clock=lambda seconds: moment(self.clock, seconds, today),
-        )
-        model_id = self.replayed.id
-        return task_id + text[len(model_id) :] if text.startswith(f"{model_id}:") else text
-
-    def mismatch(self) -> str | None:
-        if self.stored.replays:
-            return None
-        return (
-            "the stored result is not what the stored fixture gives today "
-            f"(replayed: {self.replayed.decision.value}); the picture shows the replay"
-        )
+def _replay(model: ModelDecision, owner: str, map_index: int, name: str, suffix: str) -> Replay:
+    """How to replay a decision of the model offline, from the task that stored it."""
+    return Replay(
+        owner=owner,
+        map_index=map_index,
+        name=name,
+        filename=fixture_filename(owner, map_index, suffix),
+        origin=model.clock.iso(),
+        fixture=model.stored.payload,
+        result=model.stored.result,
+        replays=model.stored.replays,
+    )
 
 
-def _failure(row: Mapping[str, Any]) -> str | None:
-    state, found = row.get("state"), row.get("classification")
-    if state is None and found is None:
-        return None
-    return shown(f"{state}: {found}" if found else state)
+def _timeline(model: ModelDecision) -> Timeline:
+    return timeline(model.fixture, model.task, model.clock)
 
 
 def _guard_action(guard: Sequence[GuardEntry], row: object) -> str | None:
@@ -718,10 +595,6 @@ def _instant(record: Mapping[str, Any], key: str, problems: list[str]) -> pendul
     except RecordError as error:
         problems.append(str(error))
         return None
-
-
-def _optional_int(entry: Mapping[str, Any], key: str) -> int | None:
-    return whole_number(entry, key)
 
 
 def _optional_text(value: object) -> str | None:

@@ -15,7 +15,7 @@ import pendulum
 import pytest
 from airflow.sdk.bases.notifier import BaseNotifier
 
-from airflow_retrywindow import RetryWindowNotifier
+from airflow_retrywindow import Deadline, RetryWindowNotifier, RetryWindowPolicy
 from airflow_retrywindow.exceptions import InvalidNotifier
 from airflow_retrywindow.notifications.message import Message
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY, appended
@@ -181,6 +181,23 @@ def test_no_stored_decision_sends_a_refusal(state: str, consequence: str) -> Non
     assert "Why: no retry window decision is stored for try 1 (the task has no " in message.text
     assert f"What happens now: {consequence}" in message.text
     assert "Failure: ValueError: bad partition 20261201." in message.text
+
+
+def test_a_retry_under_the_policy_without_a_decision_is_refused_by_the_start_check() -> None:
+    got, channel = _collect()
+    policy = RetryWindowPolicy(
+        deadline=Deadline.at(pendulum.datetime(2026, 12, 2, tz="UTC")),
+        duration=timedelta(minutes=25),
+        validation=timedelta(minutes=5),
+        safe_repeat=True,
+    )
+    task = SimpleNamespace(task_id=TASK_ID, retry_policy=policy)
+    RetryWindowNotifier(channel)(_context(TaskInstance(state="up_for_retry"), task=task))
+    (message,) = got
+    assert "What happens now: Airflow scheduled a retry without a recorded decision; " in (
+        message.text
+    )
+    assert "the provider's retry-start check refuses that try" in message.text
 
 
 def test_a_decision_of_an_earlier_try_is_not_this_trys() -> None:

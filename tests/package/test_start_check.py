@@ -128,7 +128,7 @@ def test_a_try_on_a_worker_with_policy_checks_off_is_flagged_logged_and_counted(
     assert row.start_check is not None and "try 1" in row.start_check
     page = task_page(LINKS, task_id="load", map_index=-1, policy=[row], records=[])
     assert page.count('class="problem start-check-not-run"') == 2  # the table and the article
-    assert "policy_checks = &#x27;off&#x27; there" in page
+    assert "policy_checks = &#39;off&#39; there" in page
 
 
 def test_a_check_installed_but_not_reached_is_told_apart() -> None:

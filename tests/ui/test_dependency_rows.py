@@ -143,7 +143,7 @@ def test_every_stored_text_is_escaped_and_masked() -> None:
     found = dependencies([stored("load", pool=pool, reason=reason, decision="<i>held</i>")])
     page = run_page(LINKS, policy=[], records=[], dependencies=found)
     assert "<script>" not in page and "<b>" not in page and "<i>" not in page
-    assert "&lt;script&gt;alert(&quot;pool&quot;)&lt;/script&gt;" in page
+    assert "&lt;script&gt;alert(&#34;pool&#34;)&lt;/script&gt;" in page
     assert "hunter2" not in page
     assert "status.example/&lt;b&gt;" in page
 

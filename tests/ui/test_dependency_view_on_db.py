@@ -209,15 +209,15 @@ def test_a_task_instance_page_shows_its_own_record_beside_its_pools_latest(run_i
     page = _page(run_id, "load", "0")
     assert "<h2>Dependencies · 3 pools</h2>" in page
     assert (
-        "This task instance&#x27;s latest, read 2026-12-04 14:01:31 UTC: try 2 hold, "
+        "This task instance&#39;s latest, read 2026-12-04 14:01:31 UTC: try 2 hold, "
         "held until 2026-12-04 14:03:00 UTC (dependency-held)"
     ) in page
     probe = _page(run_id, "load", "2")
-    assert "This task instance&#x27;s latest, read 2026-12-04 14:02:06 UTC: try 2 probe " in probe
+    assert "This task instance&#39;s latest, read 2026-12-04 14:02:06 UTC: try 2 probe " in probe
 
 
 def test_stored_markup_and_credentials_never_reach_the_page(run_id: str) -> None:
     for page in (_page(run_id), _page(run_id, "fetch")):
         assert "<img" not in page and "<script>" not in page and "<b>not" not in page
         assert "hunter2" not in page
-        assert 'data-pool="&lt;img src=x onerror=&quot;alert(1)&quot;&gt;"' in page
+        assert 'data-pool="&lt;img src=x onerror=&#34;alert(1)&#34;&gt;"' in page

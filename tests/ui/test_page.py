@@ -65,7 +65,7 @@ def test_the_gate_record_shows_targets_capacity_and_status_update() -> None:
     page = task_page(LINKS, task_id="retry_gate", map_index=-1, policy=[], records=[record])
     assert "Gate retry_gate · try 1" in page
     assert page.count('<article class="decision') == 6
-    assert "fits-now: needs 1 slot of pool &#x27;positions_db&#x27;" in page
+    assert "fits-now: needs 1 slot of pool &#39;positions_db&#39;" in page
     assert "business_date=2026-12-02" in page
     assert "No job was submitted, cancelled or observed by the gate" in page
     assert "/tasks/retry_gate/fixtures/record-0.json?map_index=-1" in page
@@ -126,7 +126,7 @@ def test_an_approved_override_is_marked_apart_from_the_models_decision() -> None
         "Refused by the model, overridden by ops_lead at 2026-12-01 05:39:00 UTC: vendor re-sent "
         "the feed (OPS-4411) (targets load)"
     ) in block
-    assert "The model&#x27;s decisions below are unchanged: load attempts-exhausted." in block
+    assert "The model&#39;s decisions below are unchanged: load attempts-exhausted." in block
     # the model's badge stays, the override is marked beside it, in the table and the article
     assert (
         '<span class="badge refuse">attempts-exhausted</span> '
@@ -144,13 +144,13 @@ def test_an_approved_override_is_marked_apart_from_the_models_decision() -> None
 def test_each_decision_shows_the_sources_of_its_estimate() -> None:
     page = gate_page(overridden_record())
     assert (
-        "<dt>Estimate</dt><dd>duration, validation, deadline from load&#x27;s policy; safe "
+        "<dt>Estimate</dt><dd>duration, validation, deadline from load&#39;s policy; safe "
         "repeat: gate override — INC-4211: the vendor confirmed the load replaces, not "
         "appends</dd>"
     ) in page
     assert (
         "<dt>Estimate</dt><dd>duration, validation, safe repeat, deadline from retry_gate and "
-        "report&#x27;s policy (the same)</dd>"
+        "report&#39;s policy (the same)</dd>"
     ) in page
 
 
@@ -170,9 +170,9 @@ def test_override_texts_are_escaped() -> None:
     record["decisions"][0]["estimateSource"]["safeRepeat"] = f"gate override: {evil}"
     page = gate_page(record)
     assert "<img" not in page and "<b>" not in page
-    assert "overridden by &lt;b&gt;&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
-    assert "because &quot;&gt;&lt;img" in page
-    assert "safe repeat: gate override — &quot;&gt;&lt;img" in page
+    assert "overridden by &lt;b&gt;&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "because &#34;&gt;&lt;img" in page
+    assert "safe repeat: gate override — &#34;&gt;&lt;img" in page
 
 
 def test_a_look_alike_of_a_record_is_named_as_not_a_record_and_escaped() -> None:

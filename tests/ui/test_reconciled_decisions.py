@@ -225,11 +225,11 @@ def test_reconciled_texts_are_escaped_and_an_unreadable_one_is_a_problem() -> No
     rows = policy_rows("load", -1, {"latest": bad, "decisions": [entry, bad]})
     page = task_page(LINKS, task_id="load", map_index=-1, policy=rows, records=[])
     assert "<img" not in page and "<b>" not in page
-    assert "bigquery_job_id = &lt;b&gt;&quot;&gt;&lt;img" in page
+    assert "bigquery_job_id = &lt;b&gt;&#34;&gt;&lt;img" in page
     assert page.count('<div class="reconciliation"') == 1
     assert (
         '<p class="problem">reconciliation.finished must be true, false or null, '
-        "got &#x27;perhaps&#x27;</p>"
+        "got &#39;perhaps&#39;</p>"
     ) in page
 
 

@@ -149,7 +149,7 @@ def test_an_unreadable_task_instance_is_counted_and_noted_and_the_rest_renders()
     evidence[2] = ("load", 2, {"latest": {}, "decisions": [{"schemaVersion": 99}]})
     page = render(evidence)
     assert '<span class="badge error">unreadable</span> 2</li>' in page
-    assert "the stored evidence holds no decisions list, got &#x27;garbage&#x27;" in page
+    assert "the stored evidence holds no decisions list, got &#39;garbage&#39;" in page
     assert "schemaVersion 99, newer than this release reads" in page
     assert page.count('<span class="badge refuse">deadline-infeasible</span>') >= FULL_DETAIL
 
@@ -186,7 +186,7 @@ def test_the_run_page_lists_a_long_record_without_cards_and_links_the_gates_view
     read = gate_record("retry_gate", -1, record, window=record_window(record, paging))
     page = run_page(LINKS, policy=[], records=[read], paging=paging)
     assert "Showing targets 1 to 25 of 60" in page and "35 more are not shown" in page
-    assert f'<a href="{LINKS.task("retry_gate", -1)}">retry_gate&#x27;s own view</a>' in page
+    assert f'<a href="{LINKS.task("retry_gate", -1)}">retry_gate&#39;s own view</a>' in page
     assert '<article class="decision' not in page
     assert len(re.findall(r"<tr><td>", page)) == 25
 
