@@ -355,3 +355,43 @@ def test_decide_run_refuses_when_the_pool_cannot_be_read(
     reader = FakeReader([_failed_now()], pool_tries={"db": AirflowApiError("timed out")})
     with pytest.raises(RetryWindowGateError, match=r"pool 'db'.*could not be read.*timed out"):
         _decide_run(gate_dag, reader, monkeypatch)
+
+
+class _Ti:
+    """The deciding task instance: what the sensor pushes is kept."""
+
+    try_number, map_index = 1, -1
+
+    def __init__(self) -> None:
+        self.pushed: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def test_the_sensor_keeps_waiting_while_the_pool_is_open(
+    gate_dag: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_retrywindow import Deadline, RetryWindowSensor
+
+    with gate_dag:
+        sensor = RetryWindowSensor(
+            task_id="wait_load", target="load", work=WORK, deferrable=False,
+            deadline=Deadline.at(pendulum.now("UTC").add(hours=6)),
+        )  # fmt: skip
+    now = pendulum.now("UTC")
+    reader = FakeReader([_failed_now()], pool_tries={"db": _failing(now)})
+    monkeypatch.setattr(gate_run, "_client", lambda settings: reader)
+    monkeypatch.setattr(gate_run, "forced_state", lambda pool: None)
+    ti = _Ti()
+    context = {"dag": gate_dag, "dag_run": SimpleNamespace(run_id="manual__1"), "ti": ti}
+    assert sensor.poke(context) is False  # not done: it pokes again
+    record = ti.pushed["return_value"]
+    assert record["action"] == "wait"
+    (row,) = record["decisions"]
+    assert row["decision"] == DEPENDENCY_HELD
+    kept = dependency_of(row)
+    assert kept is not None and (kept.state, kept.action) == (OPEN, "hold")
+    assert "unknown: when pool db recovers" in record["statusUpdate"]
+    # it pokes again at the pool's next round, not at a fixed interval
+    assert sensor._next_start == kept.hold_until
