@@ -13,7 +13,8 @@ task state store and as XCom under :data:`KEY`, with the pool's state as it was 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -32,21 +33,12 @@ from airflow_retrywindow.dependency.admission import (
     round_start,
     unread,
 )
-from airflow_retrywindow.dependency.fleet import (
-    ENDED,
-    FAILED,
-    WAITING_OR_LIVE,
-    DependencyState,
-    Fleet,
-    PoolTry,
-    TaskKey,
-)
+from airflow_retrywindow.dependency.fleet import DependencyState, PoolTry, TaskKey
+from airflow_retrywindow.dependency.pool_read import forced_state, read_fleet
 from airflow_retrywindow.dependency.settings import DependencySettings, PoolSettings
 from airflow_retrywindow.policies.try_start import REFUSE as REFUSED
 from airflow_retrywindow.policies.try_start import RESCHEDULE, StartVerdict
-from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.dependency_state import (
-    FORCED,
     KEY,
     OPEN,
     RECOVERING,
@@ -56,11 +48,6 @@ from airflow_retrywindow.records.dependency_state import (
 from airflow_retrywindow.redaction import describe_exception
 
 log = logging.getLogger(__name__)
-
-#: the Airflow Variable on-call sets to force a pool ``open`` or ``closed``
-FORCE_VARIABLE = "retry_window_dependency_{pool}"
-#: the failure classes that count (a terminal failure is the task's own)
-_COUNTED = (evidence.RETRYABLE, evidence.UNKNOWN)
 
 
 def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
@@ -124,18 +111,7 @@ def _read(
         what="the read of the pool's task instances",
         option="clock_read_limit",
     )
-    window = timedelta(seconds=settings.window_seconds)
-    since = pendulum.now("UTC") - window
-    tries = api.pool_tries(pool, states=WAITING_OR_LIVE)
-    tries += api.pool_tries(pool, states=ENDED, ended_since=since)
-    # the failure classes matter only for tries that ended failed: most reads have none
-    counted = (
-        _counted_failed(api.recent_xcom_keys(evidence.FAILURE_KEY_PREFIX, since), since)
-        if any(item.state == FAILED for item in tries)
-        else frozenset()
-    )
-    read_at = _server_now(api)
-    fleet = Fleet(pool, read_at, tuple(tries), counted, forced=_forced(pool))
+    fleet = read_fleet(api, pool, settings, forced=forced_state(pool))
     state = fleet.state(settings)
     if state.state != RECOVERING and not pools.pools:
         return state, 0
@@ -149,25 +125,14 @@ def _read(
     if state.state != RECOVERING:
         return state, 0
     found = existing.get(pool)
-    fleet = Fleet(
-        pool, read_at, tuple(tries), counted, found.open_slots() if found else None, fleet.forced
-    )
+    fleet = replace(fleet, open_slots=found.open_slots() if found else None)
     own = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1)))
     return fleet.state(settings), _released(
-        tries, own, round_start(round_of(read_at, settings), settings)
+        fleet.tries, own, round_start(round_of(fleet.read_at, settings), settings)
     )
 
 
-def _counted_failed(keys: list[Any], since: pendulum.DateTime) -> frozenset[TaskKey]:
-    counted = {evidence.failure_key(name) for name in _COUNTED}
-    return frozenset(
-        (str(key.dag_id), str(key.run_id), key.task_id, key.map_index)
-        for key in keys
-        if key.key in counted and key.timestamp >= since
-    )
-
-
-def _released(tries: list[PoolTry], own: TaskKey, since: pendulum.DateTime) -> int:
+def _released(tries: Sequence[PoolTry], own: TaskKey, since: pendulum.DateTime) -> int:
     """Retries of the pool, this one aside, that started since the round began."""
     return sum(
         1
@@ -178,42 +143,6 @@ def _released(tries: list[PoolTry], own: TaskKey, since: pendulum.DateTime) -> i
         and item.start_date >= since
         and item.state not in ("up_for_reschedule", "scheduled")
     )
-
-
-def _server_now(api: Any) -> pendulum.DateTime:
-    """Now on the API server's clock, as its answers told it."""
-    now = pendulum.now("UTC")
-    offset = api.clock_offset
-    if offset is None:
-        return now
-    middle: timedelta = (offset.low + offset.high) / 2
-    return now + middle
-
-
-def _forced(pool: str) -> str | None:
-    """The state on-call forces with the pool's Variable, or ``None``."""
-    from airflow.sdk import Variable
-
-    name = FORCE_VARIABLE.format(pool=pool)
-    try:
-        value = Variable.get(name, default=None)
-    except Exception as error:
-        log.warning(
-            "Retry window: Variable %s could not be read (%s)", name, describe_exception(error)
-        )
-        return None
-    if value is None or not str(value).strip():
-        return None
-    forced = str(value).strip().lower()
-    if forced not in FORCED:
-        log.warning(
-            "Retry window: Variable %s = %r is neither %s; it is ignored",
-            name,
-            value,
-            " nor ".join(sorted(FORCED)),
-        )
-        return None
-    return forced
 
 
 def _retry(context: Mapping[str, Any], kept: Mapping[str, Any]) -> Retry:

@@ -10,8 +10,10 @@ by the typed model (:meth:`~airflow_retrywindow.model.Verdict.of`), which answer
 exactly as ``airflow-retrywindow evaluate`` does, and its payload, result and
 clock origin are kept for offline replay. Every task instance then gets its decision
 with the numbers in real time, a one-line reason, an English status update, and
-a pool capacity verdict. A resource budget, when given, is one verdict for the
-whole gate.
+a pool capacity verdict. A repeat whose pool, a shared dependency, is failing is
+``dependency-held`` instead of let run (:mod:`~airflow_retrywindow.gate.pool_dependency`),
+and its row keeps the pool's state as read. A resource budget, when given, is one
+verdict for the whole gate.
 
 Nothing here reads Airflow or the network: the table is a pure function of
 what was observed, so it can be tested and replayed on its own.
@@ -29,6 +31,7 @@ import pendulum
 from airflow_retrywindow.gate.budget import Budget, BudgetVerdict
 from airflow_retrywindow.gate.capacity import CapacityVerdict, assess
 from airflow_retrywindow.gate.observe import Observed
+from airflow_retrywindow.gate.pool_dependency import PoolDependency
 from airflow_retrywindow.gate.read import model_ids
 from airflow_retrywindow.labels import UNMAPPED, UTC_ISO, Instance, label
 from airflow_retrywindow.model.bounds import MAX_TASKS
@@ -36,11 +39,14 @@ from airflow_retrywindow.model.decisions import NOT_ATTEMPTED, Decision, lets_ru
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.policy import Policy
 from airflow_retrywindow.model.verdict import TaskDecision, Verdict
+from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
+from airflow_retrywindow.records.dependency_state import DependencyRecord
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.reasons import MAX_REASON, moment, reason
 from airflow_retrywindow.timing.retry_settings import RetrySettings
-from airflow_retrywindow.timing.status import status_update
+from airflow_retrywindow.timing.status import decision_fields, status_update
+from airflow_retrywindow.verdicts import DEPENDENCY_HELD, Fields, verdict
 
 if TYPE_CHECKING:
     from airflow_retrywindow.hooks.api_reader import PoolRow
@@ -65,6 +71,8 @@ class TargetDecision:
     :param earliest_start: when the next attempt may start, if scheduled.
     :param fixture: the index of the fixture that decided it, if any.
     :param map_index: the task instance's map index, ``-1`` when not mapped.
+    :param dependency: its pool's state as read, when the pool is a dependency and
+        the task instance was tried (what a repeat would run into).
     """
 
     task_id: str
@@ -77,6 +85,7 @@ class TargetDecision:
     earliest_start: pendulum.DateTime | None
     fixture: int | None
     map_index: int = UNMAPPED
+    dependency: DependencyRecord | None = None
 
     @property
     def allows(self) -> bool:
@@ -90,8 +99,10 @@ class TargetDecision:
 
     @property
     def waits(self) -> bool:
-        """Whether only its backoff holds it: ``wait-backoff`` in a pool that can hold it."""
-        return self.decision == WAIT_BACKOFF and not self.capacity.blocks
+        """Whether only a wait with an end holds it, in a pool that can hold it: its
+        backoff (``wait-backoff``) or its failing pool (``dependency-held``)."""
+        found = verdict(self.decision)
+        return found is not None and found.waits and not self.capacity.blocks
 
     def blockers(self) -> list[str]:
         """Why this task instance may not run now (budget aside); empty when it may."""
@@ -105,7 +116,7 @@ class TargetDecision:
     def as_dict(self) -> dict[str, Any]:
         """The task instance's row of the decision record, JSON-ready."""
         view = self.observed
-        return {
+        found = {
             "taskId": self.task_id,
             "mapIndex": self.map_index,
             "decision": self.decision,
@@ -121,6 +132,9 @@ class TargetDecision:
             "capacity": self.capacity.as_dict(),
             "fixture": self.fixture,
         }
+        if self.dependency is not None:
+            found[DEPENDENCY_KEY] = self.dependency.as_dict()
+        return found
 
 
 @dataclass(frozen=True)
@@ -215,6 +229,7 @@ def decide(
     origin: datetime | None,
     pools: Mapping[str, PoolRow],
     budget: Budget | None = None,
+    dependencies: Mapping[str, PoolDependency] | None = None,
 ) -> DecisionTable:
     """Decide every observed task instance and assemble the table.
 
@@ -225,6 +240,8 @@ def decide(
     :param origin: the preferred clock origin (the data interval start).
     :param pools: the pools the targets use, as read; a missing pool is infeasible.
     :param budget: the resource budget, if any.
+    :param dependencies: the pools the targets use that are dependencies, as read; a
+        repeat in one that is open is held.
     :raises InvalidFixture: when the model refuses a fixture (nothing is decided).
     :raises TargetError: when two task instances would share a model id.
     """
@@ -264,6 +281,7 @@ def decide(
                 clock=fixture.clock,
                 index=index,
                 pools=pools,
+                dependency=(dependencies or {}).get(view.pool),
             )
     decisions = tuple(
         rows[view.instance] if view.facts else _not_attempted(view, ids[view.instance], pools)
@@ -309,6 +327,7 @@ def _decided(
     clock: Clock,
     index: int,
     pools: Mapping[str, PoolRow],
+    dependency: PoolDependency | None = None,
 ) -> TargetDecision:
     """The task instance's row from the model's typed decision on the fixture ``index``."""
     observation = fixture.task(decision.id)
@@ -330,7 +349,7 @@ def _decided(
     }
     capacity = assess(view.pool, view.pool_slots, pools.get(view.pool))
     start = decision.earliest_start
-    return TargetDecision(
+    row = TargetDecision(
         task_id=view.target.task_id,
         decision=decision.decision.value,
         observed=view,
@@ -341,6 +360,42 @@ def _decided(
         earliest_start=None if start is None else clock.at(start),
         fixture=index,
         map_index=view.map_index,
+    )
+    if dependency is None:
+        return row
+    model = decision_fields(
+        decision, observation, fixture, clock=lambda seconds: moment(clock, seconds, today)
+    )
+    return _on_dependency(row, dependency, model, today)
+
+
+def _on_dependency(
+    row: TargetDecision, dependency: PoolDependency, model: Fields, today: pendulum.DateTime
+) -> TargetDecision:
+    """``row`` with its pool's state as read, held when the pool is failing.
+
+    :param model: the values the model decision's status words name.
+    :param today: the decision's "now".
+    """
+    try_number = row.observed.try_number + 1  # the repeat
+    if not dependency.holds(row.decision):
+        kept = dependency.record(
+            decision=row.decision, try_number=try_number, reason="", hold_until=None
+        )
+        return replace(row, dependency=kept)
+    until = dependency.hold_until(row.earliest_start)
+    text = dependency.reason(until, today)
+    status = dependency.status(row.label, model, until, today)
+    kept = dependency.record(
+        decision=DEPENDENCY_HELD, try_number=try_number, reason=text, hold_until=until
+    )
+    return replace(
+        row,
+        decision=DEPENDENCY_HELD,
+        reason=text,
+        status=_held(status, row.capacity),
+        earliest_start=until,
+        dependency=kept,
     )
 
 

@@ -13,6 +13,12 @@ stages (:mod:`~airflow_retrywindow.gate.read`,
 :mod:`~airflow_retrywindow.gate.observe`, :mod:`~airflow_retrywindow.gate.decide`,
 :mod:`~airflow_retrywindow.gate.record`) import no Airflow.
 
+**Dependencies.** The read also reads each pool the targets use as a dependency,
+as the retry-start check does (:mod:`~airflow_retrywindow.gate.pool_dependency`),
+with the state on-call forces through the pool's Variable
+(``retry_window_dependency_<pool>``): a repeat in a failing pool is
+``dependency-held``.
+
 Any problem - a target outside the DAG, settings the model cannot express, an
 unreachable API, a missing connection, a fixture the model refuses - raises
 :class:`RetryWindowGateError`: the caller must then not let the guarded work run.
@@ -41,6 +47,7 @@ from typing import Any, Protocol
 import pendulum
 
 from airflow_retrywindow import configuration
+from airflow_retrywindow.dependency.pool_read import forced_state
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.gate.approve import ApprovalReader
 from airflow_retrywindow.gate.budget import Budget
@@ -129,7 +136,14 @@ def decide_run(
             mapped=[target.task_id for target in targets if target.mapped],
         )
         reader = _client(replace(settings, time_limit=limit))
-        snapshot = read_snapshot(reader, str(dag.dag_id), str(run.run_id), targets)
+        snapshot = read_snapshot(
+            reader,
+            str(dag.dag_id),
+            str(run.run_id),
+            targets,
+            dependencies=configuration.pool_settings(),
+            forced=forced_state,
+        )
         snapshot = replace(snapshot, clock=_clock_of(reader))
         if snapshot.clock is not None:
             snapshot.clock.check(tolerance)  # too far apart: refuse, naming the clock
@@ -146,6 +160,7 @@ def decide_run(
                 origin=context.get("data_interval_start"),
                 pools=snapshot.pools,
                 budget=budget,
+                dependencies=snapshot.dependencies,
             ),
             strictest_table,
         )

@@ -15,6 +15,7 @@ from airflow.sdk.bases.sensor import PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_retrywindow import configuration, metrics, scheduler_race
+from airflow_retrywindow.gate.decide import WAIT_BACKOFF
 from airflow_retrywindow.gate.estimates import GivenEstimate, estimate_problems
 from airflow_retrywindow.gate.run import GateDecision
 from airflow_retrywindow.gate.targets import target_problems, unsafe_trigger_rule
@@ -70,6 +71,10 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
       slept in the worker instead, on an Airflow whose scheduler can fail a task whose
       trigger fires within seconds (:func:`short_wait`); with ``deferrable=False``
       the ``poke`` and ``reschedule`` modes sleep or reschedule until that time;
+    * ``dependency-held`` - the target's pool, a shared dependency, is failing (or
+      forced open by on-call): the sensor waits the same way, until the pool's next
+      probe round (or the backoff's end, when later), then evaluates again; the
+      record and the status say the verdict and the pool's state as read;
     * anything else (or a pool that can never hold the target, or an exceeded
       budget) - the sensor short-circuits: its downstream tasks are skipped, the
       reason is logged and kept in the ``return_value`` XCom.
@@ -206,8 +211,9 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
             if until > time_limit:
                 record = self._sensor_record(context, decided, waits=waits, started=started)
                 context["ti"].xcom_push(key="return_value", value=timed_out(record))
+                held = "backoff" if row.decision == WAIT_BACKOFF else "hold on its pool"
                 self._time_out(
-                    f"Sensor has timed out: the backoff of {row.label} ends at "
+                    f"Sensor has timed out: the {held} of {row.label} ends at "
                     f"{until.format(UTC_ISO)}, after the sensor's timeout at "
                     f"{time_limit.format(UTC_ISO)}"
                 )

@@ -48,6 +48,24 @@ def status_update(
     )
 
 
+def decision_fields(
+    decision: TaskDecision,
+    observation: Observation,
+    fixture: Fixture,
+    *,
+    clock: TimeFormat = fixture_time,
+) -> Fields:
+    """The values the status words of a model decision name, for a verdict given beside it
+    (a hold on a failing dependency says the same state, next attempt and deadline).
+
+    :param decision: the model's decision for the task.
+    :param observation: the task as observed, from the same fixture.
+    :param fixture: the fixture that was decided.
+    :param clock: renders a fixture time; ``t=<seconds>`` by default.
+    """
+    return _fields(decision, observation, fixture, clock)
+
+
 def verdict_status(verdict: str, subject: str, fields: Fields | Mapping[str, object]) -> str:
     """A verdict's status update: its four parts from the verdicts table, filled in.
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from datetime import datetime
 from typing import Any
 
+from airflow_retrywindow.dependency.fleet import PoolTry
 from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
 
 
@@ -23,10 +25,15 @@ class FakeReader:
         keys: list[XComKey] | None = None,
         values: Mapping[str, Any] | None = None,
         pools: Mapping[str, PoolRow] | None = None,
+        pool_tries: Mapping[str, list[PoolTry] | Exception] | None = None,
+        recent_keys: list[XComKey] | None = None,
     ) -> None:
         self.rows, self.tries, self.keys = rows, tries or {}, keys or []
         self.values = values or {}
         self.pool_rows = {"db": pool_row()} if pools is None else pools
+        # pool -> its task instances across DAGs, or what reading them raises
+        self.pool_try_rows = pool_tries or {}
+        self.recent_keys = recent_keys or []
         self.calls: list[tuple[Any, ...]] = []
         self.requests = 1  # the token
         self.base_url = "http://api:8080"
@@ -60,3 +67,27 @@ class FakeReader:
     def pools(self, names: Collection[str]) -> dict[str, PoolRow]:
         self._made("pools", sorted(names))
         return {name: row for name, row in self.pool_rows.items() if name in names}
+
+    def pool_tries(
+        self,
+        pool: str,
+        *,
+        states: Collection[str] = (),
+        ended_since: datetime | None = None,
+    ) -> list[PoolTry]:
+        self._made("pool_tries", pool, sorted(states))
+        found = self.pool_try_rows.get(pool, [])
+        if isinstance(found, Exception):
+            raise found
+        return [
+            item
+            for item in found
+            if (not states or item.state in states)
+            and (
+                ended_since is None or (item.end_date is not None and item.end_date >= ended_since)
+            )
+        ]
+
+    def recent_xcom_keys(self, key_prefix: str, since: datetime) -> list[XComKey]:
+        self._made("recent_xcom_keys", key_prefix)
+        return [key for key in self.recent_keys if key.key.startswith(key_prefix)]

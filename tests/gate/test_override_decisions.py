@@ -14,6 +14,8 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_retrywindow.dependency.fleet import Fleet, PoolTry
+from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.gate.approve import (
     OVERRIDABLE,
     STANDING,
@@ -27,6 +29,7 @@ from airflow_retrywindow.gate.approve import (
 from airflow_retrywindow.gate.budget import Budget
 from airflow_retrywindow.gate.decide import DecisionTable, decide
 from airflow_retrywindow.gate.observe import observe
+from airflow_retrywindow.gate.pool_dependency import PoolDependency
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInstanceRow
@@ -253,10 +256,22 @@ def _refused_as(decision: str) -> DecisionTable:
         ),
     }  # fmt: skip
     if decision == DEPENDENCY_HELD:
-        # no gate decides it (a retry's start does): the backoff's row, held instead
-        waiting = _refused_as(Decision.WAIT_BACKOFF.value)
-        held = tuple(replace(row, decision=decision) for row in waiting.decisions)
-        return replace(waiting, decisions=held)
+        # the retry the model allows, in a pool three other task instances fail in
+        failing = tuple(
+            PoolTry("feeds", "r1", f"feed_{n}", -1, "up_for_retry", 1, 3, ENDED, NOW)
+            for n in range(3)
+        )
+        pool = PoolDependency(
+            Fleet("db", NOW, failing).state(DependencySettings()), DependencySettings()
+        )
+        view = observe(
+            _target("load", retries=2),
+            _row("load", "failed", max_tries=2),
+            failure=None,
+            failure_source="",
+        )
+        return decide([view], as_of=NOW, deadline=DUE, max_observation_age=3600, origin=None,
+                      pools=POOLS, dependencies={"db": pool})  # fmt: skip
     if decision == Decision.REFRESH_OBSERVATION.value:
         # read at NOW, decided 5 minutes later with observations good for 1 minute
         view = observe(_target("load"), _row("load", "failed"), failure=None, failure_source="")

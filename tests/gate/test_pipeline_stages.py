@@ -356,9 +356,10 @@ def test_decide_run_reads_once_then_decides(gate_dag: Any, monkeypatch: pytest.M
     monkeypatch.setattr(gate_run, "_client", lambda settings: reader)
     context = {"dag": gate_dag, "dag_run": SimpleNamespace(run_id="manual__1")}
     decided = gate_run.decide_run(_settings(), context)
-    assert _called(reader) == ["task_instances", "xcom_keys", "pools"]
+    # "db" is a dependency: its task instances across DAGs are read too (none failed)
+    assert _called(reader) == ["task_instances", "xcom_keys", "pools", "pool_tries", "pool_tries"]
     assert reader.calls[0][1:3] == ("rw_gate_pipeline", "manual__1")
-    assert (decided.requests, decided.api) == (4, "http://api:8080")
+    assert (decided.requests, decided.api) == (6, "http://api:8080")
     assert {row.task_id: row.decision for row in decided.table.decisions} == {
         "load": "retry-eligible",
         "fresh": "not-attempted",
