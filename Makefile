@@ -40,7 +40,7 @@ system-packages:
 	@bash devstack/install_system_packages.sh
 
 test: install system-packages
-	$(BIN)/python -m pytest --numprocesses 2 --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest --numprocesses 2 --dist loadfile --no-loadscope-reorder
 
 lint: install
 	$(BIN)/ruff check .

@@ -61,24 +61,17 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "shared_stack(dags_folder): the module runs on the shared Airflow, with these DAGs",
     )
-    # pytest-xdist registers it too; without xdist (plain pytest) the marks must still pass
-    config.addinivalue_line("markers", "xdist_group(name): the xdist group of the test")
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start the slow modules first; keep each module on one worker.
+    """Start the slow modules first.
 
-    ``make test`` spreads the work over its workers (pytest-xdist, ``--dist loadgroup``).
-    Each module is a group of its own unless it names one (the modules sharing an Airflow,
-    tests/shared_stack.py): its tests stay together, in order, so its Airflow stack starts
-    once. The modules that start an Airflow take minutes each, so they are handed out first
-    and the quick unit tests fill the workers' last minutes. The sort is stable: the order
-    inside a module, and of modules of one kind, stays as collected. This runs before
-    pytest-xdist reads the groups.
+    ``make test`` spreads the modules over its workers (pytest-xdist, ``--dist loadfile``:
+    a module's tests stay together, in order, so its Airflow stack starts once; the modules
+    sharing one, tests/shared_stack.py, start it once per worker). The modules that start
+    an Airflow take minutes each, so they are handed out first and the quick unit tests fill
+    the workers' last minutes. The sort is stable: the order inside a module, and of modules
+    of one kind, stays as collected.
     """
     slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

@@ -1,14 +1,16 @@
 """One Airflow for the end-to-end modules whose stacks are configured alike.
 
 Booting an Airflow (API server, scheduler, DAG processor, triggerer) costs about a minute
-of both cores on a loaded 2-core machine. The modules marked with :data:`SHARED` share one
+of both cores on a loaded 2-core machine. The modules marked with :func:`shared` share one
 stack per test worker instead: it starts once, parsing one DAG folder that holds a copy of
 each marked module's DAG folder, and each module waits for its own DAGs and triggers runs
 of its own. Their DAG ids differ, so their runs, task instances and records do too.
 
-``make test`` distributes with ``--dist loadgroup``: the marked modules form one
-``xdist_group`` and so run on one worker, which boots the stack once; every other module
-is a group of its own, handed out whole as ``--dist loadfile`` would.
+``make test`` hands whole modules to its two workers (``--dist loadfile``); a worker
+boots the shared stack when the first marked module it is given needs it, and keeps it
+for the others it is given. (Grouping the marked modules onto one worker with
+``--dist loadgroup`` would boot it once in all, but pytest-xdist 3.8 groups nothing on
+pytest 9.2: the group suffix it writes into ``item._nodeid`` is no longer read.)
 
 A module needing a stack of its own (other settings, a proxy, a shifted clock, an outage)
 keeps starting one with :func:`devstack.stack.sqlite_stack`; so does the example DAG's,
@@ -26,15 +28,13 @@ import pytest
 
 from devstack.stack import ROOT, AirflowStack, sqlite_stack
 
-#: the xdist group of the modules sharing the stack
-GROUP = "shared-airflow"
 #: every service any of them needs
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 
 def shared(dags_folder: Path) -> list[pytest.MarkDecorator]:
     """The marks of a module using the shared stack with the DAGs of ``dags_folder``."""
-    return [pytest.mark.shared_stack(dags_folder), pytest.mark.xdist_group(GROUP)]
+    return [pytest.mark.shared_stack(dags_folder)]
 
 
 def dag_folders(items: Iterable[pytest.Item]) -> list[Path]:
