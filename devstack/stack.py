@@ -141,16 +141,34 @@ class AirflowStack:
         return done
 
     def prepare(self) -> None:
-        """Migrate the DB; create the pool and the connection the gate reads the API with."""
+        """Migrate the DB; create the pool and the connection the gate reads the API with.
+
+        One command line call: each boots Airflow, seconds of a core, so the pool and the
+        connection are written with SQL after the migration, as ``airflow pools set`` and
+        ``airflow connections add`` would (the local admin password kept unencrypted).
+        """
         log(f"migrating the metadata DB ({self.database_url.split('://')[0]})")
         self.airflow("db", "migrate")
         name, slots, description = POOL
-        self.airflow("pools", "set", name, str(slots), description, "--include-deferred")
-        self.airflow("connections", "delete", API_CONNECTION, check=False)
-        self.airflow(
-            "connections", "add", API_CONNECTION, "--conn-type", "http",
-            "--conn-host", self.url, "--conn-login", ADMIN[0], "--conn-password", ADMIN[1],
-        )  # fmt: skip
+        with self.engine.begin() as db:
+            db.execute(sqlalchemy.text("delete from slot_pool where pool=:p"), {"p": name})
+            db.execute(
+                sqlalchemy.text(
+                    "insert into slot_pool (pool, slots, description, include_deferred) "
+                    "values (:p, :s, :d, :deferred)"
+                ),
+                {"p": name, "s": slots, "d": description, "deferred": True},
+            )
+            db.execute(
+                sqlalchemy.text("delete from connection where conn_id=:c"), {"c": API_CONNECTION}
+            )
+            db.execute(
+                sqlalchemy.text(
+                    "insert into connection (conn_id, conn_type, host, login, password, "
+                    "is_encrypted, is_extra_encrypted) values (:c, 'http', :h, :l, :pw, :no, :no)"
+                ),
+                {"c": API_CONNECTION, "h": self.url, "l": ADMIN[0], "pw": ADMIN[1], "no": False},
+            )
 
     def prepare_from(self, template: Path) -> None:
         """Start from a copy of a prepared SQLite DB, its API connection pointed at this stack.

@@ -342,29 +342,7 @@ def task_logs(stack: AirflowStack, run: Run) -> str:
     return "\n".join(parts) or f"no task logs under {folder}"
 
 
-def finished(stack: AirflowStack, run: Run) -> str:
-    """Wait for ``run`` to end; its state."""
-    return stack.wait_for_run(run.dag_id, run.run_id, timeout=RUN_TIMEOUT)
-
-
-def task_instance(stack: AirflowStack, run: Run) -> tuple[str | None, int]:
-    """The task instance's (state, try number)."""
-    return stack.task_states(run.dag_id, run.run_id)[TASK_ID]
-
-
-def stored(stack: AirflowStack, run: Run, key: str) -> Any:
-    """A value of the task's state store, or ``None``."""
-    return kept.stored(stack, run, TASK_ID, key)
-
-
-def decisions(stack: AirflowStack, run: Run) -> list[dict[str, Any]]:
-    """Every decision kept for the task, oldest first."""
-    return kept.decisions(stack, run, TASK_ID, task_logs(stack, run))
-
-
-def latest_evidence(stack: AirflowStack, run: Run) -> dict[str, Any]:
-    """The decision the task pushed to XCom under ``retry_window.evidence``."""
-    return kept.latest_evidence(stack, run, TASK_ID)
+TASK = kept.KeptTask(TASK_ID, RUN_TIMEOUT, context=task_logs)
 
 
 def submitted(standin: BigQueryStandIn, run: Run) -> dict[str, Any]:
@@ -374,13 +352,13 @@ def submitted(standin: BigQueryStandIn, run: Run) -> dict[str, Any]:
 
 def ended(stack: AirflowStack, run: Run, state: str, tries: int) -> None:
     """The run ended ``state`` after ``tries`` tries of its task; else fail with its logs."""
-    seen = (finished(stack, run), *task_instance(stack, run))
+    seen = (TASK.finished(stack, run), *TASK.task_instance(stack, run))
     assert seen == (state, state, tries), f"{run.dag_id}: {seen}\n{task_logs(stack, run)}"
 
 
 def first_try_marker(stack: AirflowStack, run: Run) -> dict[str, Any]:
     """Try 1's start marker, its work scope checked and left out: the run and window 1."""
-    marker = dict(stored(stack, run, TRY_START_KEY))
+    marker = dict(TASK.stored(stack, run, TRY_START_KEY))
     scope = marker.pop("scope")
     assert (scope["runId"], scope["window"], scope["taskId"]) == (run.run_id, 1, "query")
     assert scope["dagVersion"]  # Airflow runs every try under a DAG version
@@ -395,8 +373,8 @@ def test_a_worker_lost_while_the_job_runs_reconnects(
     first = job_id(run, 1)
     jobs = submitted(standin, run)
     assert (jobs["submissions"], jobs["created"], jobs["conflicts"]) == (1, [first], [])
-    assert stored(stack, run, JOB_ID_KEY) == first
-    kept = decisions(stack, run)
+    assert TASK.stored(stack, run, JOB_ID_KEY) == first
+    kept = TASK.decisions(stack, run)
     # try 1 was killed without a decision; try 2 was decided when it started
     assert [d["tryNumber"] for d in kept] == [2]
     latest = kept[-1]
@@ -409,7 +387,7 @@ def test_a_worker_lost_while_the_job_runs_reconnects(
     assert reconciliation["allows"] == "reconnect"
     assert (reconciliation["reachedService"], reconciliation["finished"]) == (True, False)
     assert reconciliation["error"] is None
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest
     # try 2 submitted nothing: it read the job twice (the check, the mixin) and polled it
     assert requests_naming(standin, first)[:3] == [
         ("POST", "insert", 200),
@@ -426,8 +404,8 @@ def test_a_job_that_failed_after_its_worker_was_lost_is_repeated_once_when_safe(
     first, second = job_id(run, 1), job_id(run, 2)
     jobs = submitted(standin, run)
     assert (jobs["submissions"], jobs["created"], jobs["conflicts"]) == (2, [first, second], [])
-    assert stored(stack, run, JOB_ID_KEY) == second
-    kept = decisions(stack, run)
+    assert TASK.stored(stack, run, JOB_ID_KEY) == second
+    kept = TASK.decisions(stack, run)
     # every decision is try 2's, at its start, on the failed first job
     assert kept and all(d["tryNumber"] == 2 and d["check"] == "retry-start" for d in kept)
     for entry in kept:
@@ -440,7 +418,7 @@ def test_a_job_that_failed_after_its_worker_was_lost_is_repeated_once_when_safe(
         ("wait-backoff", "reschedule")
     ] * (len(kept) - 1)
     assert (decision_of(kept[-1]), kept[-1]["action"]) == ("retry-eligible", "run")
-    assert latest_evidence(stack, run) == kept[-1]
+    assert TASK.latest_evidence(stack, run) == kept[-1]
 
 
 def test_a_job_that_failed_after_its_worker_was_lost_is_not_repeated_unless_safe(
@@ -450,7 +428,7 @@ def test_a_job_that_failed_after_its_worker_was_lost_is_not_repeated_unless_safe
     ended(stack, run, "failed", 2)
     jobs = submitted(standin, run)
     assert (jobs["submissions"], jobs["created"]) == (1, [job_id(run, 1)])
-    kept = decisions(stack, run)
+    kept = TASK.decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [2]
     latest = kept[-1]
     assert (latest["check"], latest["action"]) == ("retry-start", "fail")
@@ -458,7 +436,7 @@ def test_a_job_that_failed_after_its_worker_was_lost_is_not_repeated_unless_safe
     reconciliation = latest["reconciliation"]
     assert (reconciliation["outcome"], reconciliation["status"]) == ("failed", "error")
     assert reconciliation["externalId"] == job_id(run, 1)
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest
 
 
 def test_a_worker_lost_before_the_job_id_was_stored_is_refused(
@@ -469,7 +447,7 @@ def test_a_worker_lost_before_the_job_id_was_stored_is_refused(
     jobs = submitted(standin, run)
     assert (jobs["submissions"], jobs["created"]) == (1, [job_id(run, 1)])
     # BigQuery accepted the job, but its id never reached the task state store
-    assert stored(stack, run, JOB_ID_KEY) is None
+    assert TASK.stored(stack, run, JOB_ID_KEY) is None
     # try 1 started with no id and was to submit; the refused try 2 keeps no marker
     assert first_try_marker(stack, run) == {
         "tryNumber": 1,
@@ -477,7 +455,7 @@ def test_a_worker_lost_before_the_job_id_was_stored_is_refused(
         "expects": "submit",
         "jobScope": None,
     }
-    kept = decisions(stack, run)
+    kept = TASK.decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [2]
     latest = kept[-1]
     assert (latest["check"], latest["action"], latest["failure"]) == (
@@ -488,7 +466,7 @@ def test_a_worker_lost_before_the_job_id_was_stored_is_refused(
     assert decision_of(latest) == "reconcile-remote"
     assert latest["reconciliation"]["outcome"] == "no-id"
     assert latest["reconciliation"]["externalId"] is None
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest
 
 
 def test_an_ordinary_failure_with_no_time_left_is_not_repeated(
@@ -498,7 +476,7 @@ def test_an_ordinary_failure_with_no_time_left_is_not_repeated(
     ended(stack, run, "failed", 1)
     jobs = submitted(standin, run)
     assert (jobs["submissions"], jobs["created"]) == (1, [job_id(run, 1)])
-    kept = decisions(stack, run)
+    kept = TASK.decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [1]
     latest = kept[-1]
     assert (latest["check"], latest["action"], latest["failure"]) == (
@@ -511,7 +489,7 @@ def test_an_ordinary_failure_with_no_time_left_is_not_repeated(
     assert "BadRequest" in latest["reason"]
     # an ordinary failure is decided without reading the job again
     assert latest.get("reconciliation") is None
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest
 
 
 def test_a_job_done_with_tolerated_errors_after_a_lost_worker_is_collected(
@@ -526,7 +504,7 @@ def test_a_job_done_with_tolerated_errors_after_a_lost_worker_is_collected(
     assert job is not None
     status = job.status()
     assert (status["state"], "errorResult" in status) == ("DONE", False)
-    kept = decisions(stack, run)
+    kept = TASK.decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [2]
     latest = kept[-1]
     assert (latest["check"], latest["action"]) == ("retry-start", "run")
@@ -536,7 +514,7 @@ def test_a_job_done_with_tolerated_errors_after_a_lost_worker_is_collected(
     assert reconciliation["allows"] == "collect"
     assert reconciliation["toleratedErrors"] == len(status["errors"])
     assert f"{len(status['errors'])} errors tolerated" in reconciliation["toValidate"]
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest
 
 
 def test_lost_answers_after_the_insert_are_reconciled_through_the_stored_id(
@@ -552,8 +530,8 @@ def test_lost_answers_after_the_insert_are_reconciled_through_the_stored_id(
     assert seen[:3] == [("POST", "insert", None), ("POST", "insert", 409), ("GET", "jobs", 200)]
     assert ("GET", "queries", None) in seen  # the poll's lost answers
     # the reattached job's id was stored before the poll
-    assert stored(stack, run, JOB_ID_KEY) == first
-    kept = decisions(stack, run)
+    assert TASK.stored(stack, run, JOB_ID_KEY) == first
+    kept = TASK.decisions(stack, run)
     assert [(d["tryNumber"], d["check"]) for d in kept] == [(1, "retry-policy"), (2, "retry-start")]
     at_failure, at_start = kept
     # at failure time: an unknown outcome, read through the stored id: still running
@@ -568,7 +546,7 @@ def test_lost_answers_after_the_insert_are_reconciled_through_the_stored_id(
     assert (at_start["action"], decision_of(at_start)) == ("run", "validate-output")
     assert at_start["reconciliation"]["outcome"] == "succeeded"
     assert at_start["reconciliation"]["allows"] == "collect"
-    assert latest_evidence(stack, run) == at_start
+    assert TASK.latest_evidence(stack, run) == at_start
 
 
 def test_a_reused_job_id_meets_a_409_and_the_operator_looks_that_job_up(
@@ -590,7 +568,7 @@ def test_a_reused_job_id_meets_a_409_and_the_operator_looks_that_job_up(
     # every 409 is followed by the lookup of that very job, found DONE
     for at in [i for i, request in enumerate(seen) if request == ("POST", "insert", 409)]:
         assert seen[at + 1] == ("GET", "jobs", 200)
-    kept = decisions(stack, run)
+    kept = TASK.decisions(stack, run)
     assert [(d["tryNumber"], d["check"], d["failure"]) for d in kept] == [
         (1, "retry-policy", "retryable"),
         (2, "retry-policy", "retryable"),
@@ -600,7 +578,7 @@ def test_a_reused_job_id_meets_a_409_and_the_operator_looks_that_job_up(
     assert all("already exists and is in DONE state" in d["reason"] for d in kept[1:])
     assert [d["action"] for d in kept] == ["retry", "retry", "fail"]
     assert decision_of(kept[-1]) == "attempts-exhausted"
-    assert latest_evidence(stack, run) == kept[-1]
+    assert TASK.latest_evidence(stack, run) == kept[-1]
 
 
 def test_a_deferrable_job_is_polled_by_the_trigger_and_keeps_no_id(
@@ -615,14 +593,14 @@ def test_a_deferrable_job_is_polled_by_the_trigger_and_keeps_no_id(
     # the worker's read before it defers, then the trigger's jobs.get, never getQueryResults
     assert len(polls) >= 3
     assert {api for _, api, _ in polls} == {"jobs"}
-    assert stored(stack, run, JOB_ID_KEY) is None
+    assert TASK.stored(stack, run, JOB_ID_KEY) is None
     assert first_try_marker(stack, run) == {
         "tryNumber": 1,
         "externalId": None,
         "expects": "submit",
         "jobScope": None,
     }
-    assert stored(stack, run, EVIDENCE_KEY) is None  # nothing failed, nothing decided
+    assert TASK.stored(stack, run, EVIDENCE_KEY) is None  # nothing failed, nothing decided
 
 
 def test_a_deferrable_jobs_error_result_is_decided_by_the_model(
@@ -635,8 +613,8 @@ def test_a_deferrable_jobs_error_result_is_decided_by_the_model(
     assert (jobs["submissions"], jobs["created"], jobs["conflicts"]) == (2, [first, second], [])
     # the trigger polled the failed job with jobs.get only
     assert {api for _, api, _ in requests_naming(standin, first)[1:]} == {"jobs"}
-    assert stored(stack, run, JOB_ID_KEY) is None
-    kept = decisions(stack, run)
+    assert TASK.stored(stack, run, JOB_ID_KEY) is None
+    kept = TASK.decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [1]
     latest = kept[-1]
     assert (latest["check"], latest["action"], latest["failure"]) == (
@@ -656,8 +634,8 @@ def test_a_lost_deferrable_try_has_no_id_to_reconcile(
     ended(stack, run, "failed", 2)
     jobs = submitted(standin, run)
     assert (jobs["submissions"], jobs["created"]) == (1, [job_id(run, 1)])
-    assert stored(stack, run, JOB_ID_KEY) is None
-    kept = decisions(stack, run)
+    assert TASK.stored(stack, run, JOB_ID_KEY) is None
+    kept = TASK.decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [2]
     latest = kept[-1]
     assert (latest["check"], latest["action"], latest["failure"]) == (
@@ -670,4 +648,4 @@ def test_a_lost_deferrable_try_has_no_id_to_reconcile(
         "no-id",
         None,
     )
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest

@@ -149,34 +149,12 @@ def runs(stack: AirflowStack, service: JobService) -> dict[str, Run]:
     return started
 
 
-def finished(stack: AirflowStack, run: Run) -> str:
-    """Wait for ``run`` to end; its state."""
-    return stack.wait_for_run(run.dag_id, run.run_id, timeout=RUN_TIMEOUT)
-
-
-def task_instance(stack: AirflowStack, run: Run) -> tuple[str | None, int]:
-    """The task instance's (state, try number)."""
-    return stack.task_states(run.dag_id, run.run_id)[TASK_ID]
-
-
-def stored(stack: AirflowStack, run: Run, key: str) -> Any:
-    """A value of the task's state store, or ``None``."""
-    return kept.stored(stack, run, TASK_ID, key)
-
-
-def decisions(stack: AirflowStack, run: Run) -> list[dict[str, Any]]:
-    """Every decision kept for the task, oldest first."""
-    return kept.decisions(stack, run, TASK_ID, stack.log_tails())
-
-
-def latest_evidence(stack: AirflowStack, run: Run) -> dict[str, Any]:
-    """The decision the task pushed to XCom under ``retry_window.evidence``."""
-    return kept.latest_evidence(stack, run, TASK_ID)
+TASK = kept.KeptTask(TASK_ID, RUN_TIMEOUT)
 
 
 def summary(stack: AirflowStack, service: JobService, run: Run) -> dict[str, Any]:
     """What the baseline compares: submissions, run state, the task's state and try."""
-    state, tries = task_instance(stack, run)
+    state, tries = TASK.task_instance(stack, run)
     return {
         "submissions": len(service.submissions(run.key)),
         "run": stack.run_state(run.dag_id, run.run_id),
@@ -215,24 +193,24 @@ def test_plain_airflow_cannot_tell_a_running_job_from_a_lost_id(
         "rw_plain_deadline": {"submissions": 3, "run": "failed", "task": "failed", "try": 3},
     }
     for dag_id in expected:
-        finished(stack, runs[dag_id])
+        TASK.finished(stack, runs[dag_id])
     seen = {dag_id: summary(stack, service, runs[dag_id]) for dag_id in expected}
     print(json.dumps(seen, indent=1))
     assert seen == expected
     # no retry policy, no evidence
-    assert all(stored(stack, runs[dag_id], EVIDENCE_KEY) is None for dag_id in expected)
+    assert all(TASK.stored(stack, runs[dag_id], EVIDENCE_KEY) is None for dag_id in expected)
 
 
 def test_a_worker_lost_while_the_job_runs_reconnects(
     stack: AirflowStack, service: JobService, runs: dict[str, Run]
 ) -> None:
     run = runs["rw_resumable_killed_running"]
-    assert finished(stack, run) == "success"
+    assert TASK.finished(stack, run) == "success"
     submitted = service.submissions(run.key)
     assert len(submitted) == 1
-    assert stored(stack, run, JOB_ID_KEY) == submitted[0]
-    assert task_instance(stack, run) == ("success", 2)
-    kept = decisions(stack, run)
+    assert TASK.stored(stack, run, JOB_ID_KEY) == submitted[0]
+    assert TASK.task_instance(stack, run) == ("success", 2)
+    kept = TASK.decisions(stack, run)
     # try 1 was killed without a decision; try 2 was decided when it started
     assert [d["tryNumber"] for d in kept] == [2]
     latest = kept[-1]
@@ -246,20 +224,20 @@ def test_a_worker_lost_while_the_job_runs_reconnects(
     assert reconciliation["allows"] == "reconnect"
     assert (reconciliation["reachedService"], reconciliation["finished"]) == (True, False)
     assert reconciliation["error"] is None
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest
 
 
 def test_a_job_that_failed_after_its_worker_was_lost_is_repeated_once_when_safe(
     stack: AirflowStack, service: JobService, runs: dict[str, Run]
 ) -> None:
     run = runs["rw_resumable_lost_then_failed_safe"]
-    assert finished(stack, run) == "success"
+    assert TASK.finished(stack, run) == "success"
     submitted = service.submissions(run.key)
     assert len(submitted) == 2
     assert [job.split(".")[1] for job in submitted] == ["try1", "try2"]
-    assert stored(stack, run, JOB_ID_KEY) == submitted[1]
-    assert task_instance(stack, run) == ("success", 2)
-    kept = decisions(stack, run)
+    assert TASK.stored(stack, run, JOB_ID_KEY) == submitted[1]
+    assert TASK.task_instance(stack, run) == ("success", 2)
+    kept = TASK.decisions(stack, run)
     # every decision is try 2's, at its start, on the failed first job
     assert kept and all(d["tryNumber"] == 2 and d["check"] == "retry-start" for d in kept)
     for entry in kept:
@@ -272,18 +250,18 @@ def test_a_job_that_failed_after_its_worker_was_lost_is_repeated_once_when_safe(
         ("wait-backoff", "reschedule")
     ] * (len(kept) - 1)
     assert (decision_of(kept[-1]), kept[-1]["action"]) == ("retry-eligible", "run")
-    assert latest_evidence(stack, run) == kept[-1]
+    assert TASK.latest_evidence(stack, run) == kept[-1]
 
 
 def test_a_job_that_failed_after_its_worker_was_lost_is_not_repeated_unless_safe(
     stack: AirflowStack, service: JobService, runs: dict[str, Run]
 ) -> None:
     run = runs["rw_resumable_lost_then_failed_unsafe"]
-    assert finished(stack, run) == "failed"
+    assert TASK.finished(stack, run) == "failed"
     submitted = service.submissions(run.key)
     assert len(submitted) == 1
-    assert task_instance(stack, run) == ("failed", 2)
-    kept = decisions(stack, run)
+    assert TASK.task_instance(stack, run) == ("failed", 2)
+    kept = TASK.decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [2]
     latest = kept[-1]
     assert (latest["check"], latest["action"]) == ("retry-start", "fail")
@@ -291,20 +269,20 @@ def test_a_job_that_failed_after_its_worker_was_lost_is_not_repeated_unless_safe
     assert latest["reconciliation"]["outcome"] == "failed"
     assert latest["reconciliation"]["externalId"] == submitted[0]
     assert latest["reconciliation"]["status"] == FAILED
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest
 
 
 def test_a_worker_lost_before_the_job_id_was_stored_is_refused(
     stack: AirflowStack, service: JobService, runs: dict[str, Run]
 ) -> None:
     run = runs["rw_resumable_lost_before_id"]
-    assert finished(stack, run) == "failed"
+    assert TASK.finished(stack, run) == "failed"
     submitted = service.submissions(run.key)
     assert len(submitted) == 1
     # the job was accepted, but its id never reached the task state store
-    assert stored(stack, run, JOB_ID_KEY) is None
-    assert task_instance(stack, run) == ("failed", 2)
-    kept = decisions(stack, run)
+    assert TASK.stored(stack, run, JOB_ID_KEY) is None
+    assert TASK.task_instance(stack, run) == ("failed", 2)
+    kept = TASK.decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [2]
     latest = kept[-1]
     assert (latest["check"], latest["action"]) == ("retry-start", "fail")
@@ -312,17 +290,17 @@ def test_a_worker_lost_before_the_job_id_was_stored_is_refused(
     assert decision_of(latest) == "reconcile-remote"
     assert latest["reconciliation"]["outcome"] == "no-id"
     assert latest["reconciliation"]["externalId"] is None
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest
 
 
 def test_a_failed_job_with_no_time_left_is_not_repeated(
     stack: AirflowStack, service: JobService, runs: dict[str, Run]
 ) -> None:
     run = runs["rw_resumable_deadline"]
-    assert finished(stack, run) == "failed"
+    assert TASK.finished(stack, run) == "failed"
     assert len(service.submissions(run.key)) == 1
-    assert task_instance(stack, run) == ("failed", 1)
-    kept = decisions(stack, run)
+    assert TASK.task_instance(stack, run) == ("failed", 1)
+    kept = TASK.decisions(stack, run)
     assert [d["tryNumber"] for d in kept] == [1]
     latest = kept[-1]
     assert (latest["check"], latest["action"]) == ("retry-policy", "fail")
@@ -331,7 +309,7 @@ def test_a_failed_job_with_no_time_left_is_not_repeated(
     assert "StandInJobFailed" in latest["reason"]
     # an ordinary failure is decided without reading the job again
     assert latest.get("reconciliation") is None
-    assert latest_evidence(stack, run) == latest
+    assert TASK.latest_evidence(stack, run) == latest
 
 
 def test_the_first_try_after_a_clear_reconnects_and_its_lost_worker_is_decided_on_the_job(
@@ -352,29 +330,29 @@ def test_the_first_try_after_a_clear_reconnects_and_its_lost_worker_is_decided_o
         f"/api/v2/dags/{CLEARED_DAG}/dagRuns",
         {"dag_run_id": run.run_id, "logical_date": "2026-11-01T00:00:00Z", "conf": conf},
     )
-    assert finished(stack, run) == "failed"
-    assert decision_of(decisions(stack, run)[-1]) == "repair-cause"
+    assert TASK.finished(stack, run) == "failed"
+    assert decision_of(TASK.decisions(stack, run)[-1]) == "repair-cause"
     stack.clear(run.dag_id, run.run_id, [TASK_ID])
     assert stack.wait_for_clear(run.dag_id, run.run_id, cleared=1, timeout=RUN_TIMEOUT) == (
         "success"
     )
     assert len(service.submissions(run.key)) == 1  # reconnected twice, never resubmitted
-    assert task_instance(stack, run) == ("success", 3)
-    decided = decisions(stack, run)[-1]
+    assert TASK.task_instance(stack, run) == ("success", 3)
+    decided = TASK.decisions(stack, run)[-1]
     assert (decided["tryNumber"], decided["check"], decided["action"]) == (3, "retry-start", "run")
     assert decision_of(decided) in ("observe-running", "validate-output")
-    assert decided["reconciliation"]["externalId"] == stored(stack, run, JOB_ID_KEY)
+    assert decided["reconciliation"]["externalId"] == TASK.stored(stack, run, JOB_ID_KEY)
 
 
 def test_a_reschedule_after_a_short_backoff_is_decided_whether_or_not_the_scheduler_races(
     stack: AirflowStack, service: JobService, runs: dict[str, Run]
 ) -> None:
     run = runs["rw_resumable_short_backoff"]
-    assert finished(stack, run) == "success"
+    assert TASK.finished(stack, run) == "success"
     # the failed job is repeated once, whichever try ran the repeat
     submitted = service.submissions(run.key)
     assert len(submitted) == 2
-    state, tries = task_instance(stack, run)
+    state, tries = TASK.task_instance(stack, run)
     assert state == "success"
     # the tries Airflow's scheduler failed by its race after they handed themselves back
     lost_by_airflow = sorted(
@@ -390,7 +368,7 @@ def test_a_reschedule_after_a_short_backoff_is_decided_whether_or_not_the_schedu
         )
     )
     print(f"tries {tries}; failed by the scheduler's race: {lost_by_airflow}")
-    kept = decisions(stack, run)
+    kept = TASK.decisions(stack, run)
     # try 2's start found the failed job and rescheduled the try to the end of the backoff
     assert (kept[0]["tryNumber"], kept[0]["action"]) == (2, "reschedule")
     assert decision_of(kept[0]) == "wait-backoff"
@@ -409,4 +387,4 @@ def test_a_reschedule_after_a_short_backoff_is_decided_whether_or_not_the_schedu
         if "lostTry" in entry:
             assert entry["lostTry"]["how"] == "rescheduled by the retry-start check"
             assert entry["tryNumber"] == entry["lostTry"]["tryNumber"] + 1
-    assert latest_evidence(stack, run) == kept[-1]
+    assert TASK.latest_evidence(stack, run) == kept[-1]
