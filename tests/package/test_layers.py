@@ -20,13 +20,6 @@ DOC = PACKAGE.parent / "docs" / "architecture.md"
 #: imports of the root package load a submodule lazily (``from airflow_retrywindow import
 #: metrics``) or read its version: they point at that submodule, not at the root
 ROOT_IMPORT = ROOT
-#: arrows that still run up, each until the stored shape it needs moves into records/
-STILL_UPWARD = {
-    # the estimate sources' labels move from gate/targets.py into records/
-    (f"{ROOT}.records.estimate_source", f"{ROOT}.gate.targets"),
-    # the try start's verdict moves from policies/try_start.py into records/
-    (f"{ROOT}.dependency.check", f"{ROOT}.policies.try_start"),
-}
 
 
 def stated_layers(text: str) -> list[list[str]]:
@@ -61,8 +54,6 @@ def upward_arrows(layers: list[list[str]]) -> list[str]:
     arrows = []
     for module, targets in sorted(graph.items()):
         for target in sorted(targets - {ROOT_IMPORT}):
-            if (module, target) in STILL_UPWARD:
-                continue
             here, there = placed[module], placed[target]
             if here is not None and there is not None and there < here:
                 arrows.append(f"{module} -> {target}")
