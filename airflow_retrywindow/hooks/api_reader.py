@@ -58,7 +58,7 @@ import ssl
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -1036,7 +1036,13 @@ def _pool_try(item: Any) -> PoolTry:
 def _aware(value: datetime) -> pendulum.DateTime:
     if value.tzinfo is None:  # the API always sends an offset; refuse to guess one
         raise AirflowApiError(f"the API sent a time without a timezone: {value.isoformat()}")
-    return pendulum.instance(value).in_timezone("UTC")
+    # built field by field: ``pendulum.instance(...).in_timezone("UTC")`` gives the same
+    # DateTime but costs about ten times as much, and a pool's read converts thousands
+    utc = value.astimezone(timezone.utc)
+    return pendulum.DateTime(
+        utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond,
+        tzinfo=pendulum.UTC,
+    )  # fmt: skip
 
 
 def _now() -> pendulum.DateTime:
