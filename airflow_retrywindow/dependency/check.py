@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -149,13 +150,10 @@ def _read(
     if state.state != RECOVERING:
         return state, 0
     found = existing.get(pool)
-    fleet = Fleet(
-        pool, read_at, tuple(tries), counted, found.open_slots() if found else None, fleet.forced
-    )
+    # the open slots change nothing but the wave's bound: the state is not worked out again
+    state = replace(state, open_slots=found.open_slots() if found else None)
     own = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1)))
-    return fleet.state(settings), _released(
-        tries, own, round_start(round_of(read_at, settings), settings)
-    )
+    return state, _released(tries, own, round_start(round_of(read_at, settings), settings))
 
 
 def _counted_failed(keys: list[Any], since: pendulum.DateTime) -> frozenset[TaskKey]:
