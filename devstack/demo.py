@@ -117,8 +117,8 @@ OUTAGE_LESSON = (
     "The positions API was down until {outage:.0f} s after the first retry reached it. "
     "Every first try failed, so pool {pool} opened: only {probes} retr{ies} reached the "
     "API while it was down (one "
-    "probe a round); the others were held at their start, {held} times in all "
-    "(rescheduled: no try spent). Once a probe succeeded the pool recovered, the held "
+    "probe a round); the others were held at their start (rescheduled: no try spent; "
+    "{held} holds of the loads' last tries). Once a probe succeeded the pool recovered, the held "
     "retries were released in waves, and all {loads} loads succeeded with no attempt "
     "exhausted."
 )
@@ -535,7 +535,8 @@ def dependency_rows(stack: AirflowStack, run_id: str, standin: FleetStandIn) -> 
             for each in answers
         ]
         if held.get(task):
-            steps.insert(-1, f"held {held[task]}x at its start, no try spent")
+            # Airflow keeps the reschedules of a task instance's current try only
+            steps.insert(-1, f"try {tries} held {held[task]}x at its start, not spent")
         outcome = f"{state or 'none'}, try {tries}" if tries > 1 else state or "none"
         decision = "dependency-held" if held.get(task) else record.get("decision", "-")
         rows.append([task, outcome, decision, one_line("; ".join(steps))])
