@@ -9,7 +9,11 @@ load while its job runs (the job failed and the load's repeat fits; the job runs
 on and commits, so the retry reconnects to it and nothing is repeated; the
 repeat's dry run exceeds the approved budget; a late day where nothing fits),
 then clears ``append`` with upstream on the first day, as the runbook says, and
-shows its gate holding the repeat, then stops every service it started.
+shows its gate holding the repeat. A last day runs ``retry_window_outage``: four
+gated loads of one pool against an API down until 40 s after the first retry
+reached it, whose retries are held at
+their start, probed, and released once a probe succeeds. Then it stops every
+service it started.
 
 Each day prints one screen: a table of the tasks with their outcome, the decision
 taken about each and its reason in one line, then the day's lesson. Every task's
@@ -45,6 +49,17 @@ from devstack.example import (
     load_start,
     problems,
     xcom,
+)
+from devstack.fleet_outage import (
+    DEMO_DAG,
+    DEMO_ENDPOINT,
+    DEMO_ENV,
+    DEMO_OUTAGE,
+    POOLS,
+    FleetStandIn,
+    create_pools,
+    demo_problems,
+    holds,
 )
 from devstack.stack import ROOT, AirflowStack, log
 
@@ -85,7 +100,7 @@ LESSONS = {
     ),
 }
 EVERY_DAY = (
-    "On every day: report waits out its backoff while it fits, archive runs out of "
+    "On every delivery day: report waits out its backoff while it fits, archive runs out of "
     "attempts, append's unknown outcome is looked up instead of resubmitted, monitor's "
     "stale observation must be refreshed first, and retry_gate holds the blind "
     "rerun_everything back."
@@ -95,6 +110,20 @@ AFTER_CLEAR = (
     "lost submission committed, so append_gate held the repeat and the rows were not "
     "appended twice."
 )
+#: the outage day's run (its own DAG: the delivery's days are about one task's failures)
+OUTAGE_DAY = "outage"
+OUTAGE_DATE = "2026-12-03"
+OUTAGE_LESSON = (
+    "The positions API was down until {outage:.0f} s after the first retry reached it. "
+    "Every first try failed, so pool {pool} opened: only {probes} retr{ies} reached the "
+    "API while it was down (one "
+    "probe a round); the others were held at their start (rescheduled: no try spent; "
+    "{held} holds of the loads' last tries). Once a probe succeeded the pool recovered, the held "
+    "retries were released in waves, and all {loads} loads succeeded with no attempt "
+    "exhausted."
+)
+#: how a try that reached the API was let run, by the dependency's latest action
+_LET_RUN = {"probe": "probed", "release": "released", "run": "ran"}
 #: what a task's bare number result means
 _RESULT_WORDS = {"dry_run_load": "the repeat would read {} GB"}
 
@@ -492,14 +521,109 @@ def repeat_append(stack: AirflowStack, run_id: str, details: Details) -> str:
     return state
 
 
+def dependency_rows(stack: AirflowStack, run_id: str, standin: FleetStandIn) -> list[list[str]]:
+    """The outage day's table: each load, what the API answered each of its tries, how
+    often it was held, and how its last try was let run."""
+    latest = latest_dependency_decisions(stack, run_id)
+    held = holds(stack, DEMO_DAG, run_id)
+    rows = []
+    for task, (state, tries) in sorted(stack.task_states(DEMO_DAG, run_id).items()):
+        record = latest.get(task, {})
+        answers = [each for each in standin.requests if each.task == task]
+        steps = [
+            f"try {each.try_number} {_answer_step(each.try_number, each.status, record)}"
+            for each in answers
+        ]
+        if held.get(task):
+            # Airflow keeps the reschedules of a task instance's current try only
+            steps.insert(-1, f"try {tries} held {held[task]}x at its start, not spent")
+        outcome = f"{state or 'none'}, try {tries}" if tries > 1 else state or "none"
+        decision = "dependency-held" if held.get(task) else record.get("decision", "-")
+        rows.append([task, outcome, decision, one_line("; ".join(steps))])
+    return rows
+
+
+def latest_dependency_decisions(stack: AirflowStack, run_id: str) -> dict[str, dict[str, Any]]:
+    """task id -> the latest dependency decision about it in the outage day's run."""
+    rows = stack.rows(
+        "select task_id, value from task_state_store where dag_id=:d and run_id=:r "
+        "and key='retry_window_dependency'",
+        d=DEMO_DAG,
+        r=run_id,
+    )
+    return {task: decoded(value) for task, value in rows}
+
+
+def _answer_step(try_number: int, status: int, record: dict[str, Any]) -> str:
+    if try_number == 1:
+        return f"ran: {status}"
+    if status != 200:  # a retry that reached the API while the pool was open probed it
+        return f"probed: {status}"
+    return f"{_LET_RUN.get(record.get('action', ''), 'ran')}: {status}"
+
+
+def outage_day(stack: AirflowStack, details: Details) -> str:
+    """Run the outage day against a stand-in of the API, and show it; return its run id."""
+    log(f"outage day: {DEMO_DAG}, the positions API down until {DEMO_OUTAGE:.0f} s after a retry")
+    stack.wait_for_dag(DEMO_DAG)
+    standin = FleetStandIn(DEMO_OUTAGE, from_try=2)
+    try:
+        run_id = stack.trigger(DEMO_DAG, conf={"api": standin.url}, logical_date=OUTAGE_DATE)
+        details.add(
+            ["", f"===== {OUTAGE_DAY} day: run {run_id}: task states as they changed ====="]
+        )
+        with redirect_stdout(details):
+            state = stack.wait_for_run(DEMO_DAG, run_id, timeout=300)
+    finally:
+        standin.close()
+    rows = dependency_rows(stack, run_id, standin)
+    details.add(
+        [
+            "",
+            f"===== {OUTAGE_DAY} day: run {run_id} ended {state}: every decision in full =====",
+            "What the positions API answered:",
+            *(
+                f"  {each.task:<8} try {each.try_number}: {each.status}"
+                for each in standin.requests
+            ),
+            "The latest dependency decision about each load:",
+            *(
+                f"  {task:<8} {record['reason']}"
+                for task, record in sorted(latest_dependency_decisions(stack, run_id).items())
+            ),
+        ]
+    )
+    print(f"\n===== {OUTAGE_DAY} day, business date {OUTAGE_DATE}: run {run_id} ended {state}")
+    print()
+    print("\n".join(render_table(TABLE_HEADERS, rows, right=frozenset())))
+    print()
+    found = demo_problems(stack, run_id)
+    if found:
+        print("This run differs from what the example expects:")
+        print("\n".join(f"  {problem}" for problem in found))
+    else:
+        probes = len(standin.retries_while_down(DEMO_ENDPOINT))
+        lesson = OUTAGE_LESSON.format(
+            outage=DEMO_OUTAGE, pool=POOLS[0], probes=probes, ies="y" if probes == 1 else "ies",
+            held=sum(holds(stack, DEMO_DAG, run_id).values()), loads=len(rows),
+        )  # fmt: skip
+        print(textwrap.fill(f"Lesson: {lesson}", width=100))
+    print(f"State log and every decision in full: {details.named()}")
+    return run_id
+
+
 def play(stack: AirflowStack, details: Details) -> dict[str, str]:
-    """Every day, then the clear of the first day's append; each shown on one screen,
-    then what every day shows and what the model does not claim, once.
+    """Every day, then the clear of the first day's append, then the outage day; each
+    shown on one screen, then what every day shows and what the model does not claim,
+    once.
 
     Returns each day's run id by the day's kind.
     """
+    # the outage day's pool exists from the start: its settings name it on every day
+    create_pools(stack, POOLS[:1])
     runs = {day.kind: run_day(stack, day, details) for day in DAYS}
     repeat_append(stack, runs[DAYS[0].kind], details)
+    runs[OUTAGE_DAY] = outage_day(stack, details)
     print()
     print(textwrap.fill(EVERY_DAY, width=100))
     claims = [line for line in details.claims if PER_DECISION_CLAIM not in line]
@@ -518,13 +642,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     verbose = parser.parse_args(argv).verbose
     shutil.rmtree(HOME, ignore_errors=True)
-    stack = AirflowStack(home=HOME, database_url=f"sqlite:///{HOME}/airflow.db")
+    stack = AirflowStack(
+        home=HOME, database_url=f"sqlite:///{HOME}/airflow.db", extra_env=dict(DEMO_ENV)
+    )
     stack.prepare()
     with Details(DETAILS, verbose=verbose) as details:
         try:
             stack.start("api-server", "scheduler", "dag-processor", "triggerer")
             log(f"waiting for the DAG processor to parse {DAG_ID}")
             stack.wait_for_dag(DAG_ID)
+            stack.wait_for_dag(DEMO_DAG)
             play(stack, details)
         except Exception as error:
             print(f"\nThe demo failed: {error}", file=sys.stderr)

@@ -6,6 +6,13 @@ does the same with Airflow's own retries in its own pool
 URL in ``RW_FLEET_STANDIN``: a loopback stand-in whose every endpoint (``/gated``,
 ``/plain``, ...) answers 503 for ``outage`` seconds from its own first request, then
 200, and keeps every request with its DAG, task and try.
+
+``make demo``'s outage day stages a shorter one with the same stand-in: the example DAG
+``dags/retry_window_outage.py`` (four gated loads in ``positions_api``) against an API
+down until :data:`DEMO_OUTAGE` seconds after the first retry reached it, with 15 s
+rounds (:data:`DEMO_ENV`). Counted from the first retry, not the first try: a retry's
+worker may take a minute to start on a loaded machine, and the held retries must
+meet the outage for the day to show anything.
 """
 
 from __future__ import annotations
@@ -28,6 +35,15 @@ PLAIN_DAG = "rw_fleet_plain"
 #: the gated tasks' pool (their dependency) and the plain tasks' own
 POOLS = ("positions_api", "positions_plain")
 POOL_SLOTS = 16
+#: make demo's outage day: its DAG, its endpoint of the stand-in, how long that is down
+#: after the first retry reached it, and the round its pool is given (set for the demo's
+#: stack) so the day takes about two minutes
+DEMO_DAG = "retry_window_outage"
+DEMO_ENDPOINT = "positions"
+DEMO_OUTAGE = 40.0
+DEMO_ENV = {"AIRFLOW__RETRY_WINDOW__DEPENDENCY_POOLS": json.dumps({POOLS[0]: {"round": 15}})}
+#: the demo's loads have retries=3: tries 1 to 4
+DEMO_MAX_TRY = 4
 
 
 @dataclass(frozen=True)
@@ -45,11 +61,15 @@ class Request:
 class FleetStandIn:
     """The stand-in, serving until closed.
 
-    :param outage: seconds each endpoint answers 503 from its first request.
+    :param outage: seconds each endpoint answers 503 from its first request of try
+        ``from_try`` or later (503 before that too).
+    :param from_try: ``1``: the outage starts with the first request; ``2``: with the
+        first retry's, so the retries meet it however long the first tries took to start.
     """
 
-    def __init__(self, outage: float) -> None:
+    def __init__(self, outage: float, *, from_try: int = 1) -> None:
         self.outage = outage
+        self.from_try = from_try
         self.requests: list[Request] = []
         self.first: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -81,12 +101,15 @@ class FleetStandIn:
         parts = urlsplit(path)
         endpoint = parts.path.strip("/")
         query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+        try_number = int(query["try"])
         now = time.monotonic()
         with self._lock:
-            started = self.first.setdefault(endpoint, now)
-            status = 503 if now - started < self.outage else 200
+            if try_number >= self.from_try:
+                self.first.setdefault(endpoint, now)
+            started = self.first.get(endpoint)
+            status = 503 if started is None or now - started < self.outage else 200
             self.requests.append(
-                Request(now, endpoint, query["dag"], query["task"], int(query["try"]), status)
+                Request(now, endpoint, query["dag"], query["task"], try_number, status)
             )
         return status
 
@@ -107,9 +130,9 @@ class FleetStandIn:
         return Handler
 
 
-def create_pools(stack: AirflowStack) -> None:
-    """The two pools, :data:`POOL_SLOTS` slots each."""
-    for pool in POOLS:
+def create_pools(stack: AirflowStack, pools: tuple[str, ...] = POOLS) -> None:
+    """The pools (by default both), :data:`POOL_SLOTS` slots each."""
+    for pool in pools:
         stack.api("POST", "/api/v2/pools", {"name": pool, "slots": POOL_SLOTS})
 
 
@@ -144,3 +167,31 @@ def report(stack: AirflowStack, runs: dict[str, str], standin: FleetStandIn) -> 
     if PLAIN_DAG in runs:
         rows.append(line("plain Airflow", (PLAIN_DAG,), "plain"))
     return "\n".join(rows)
+
+
+def holds(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, int]:
+    """task id -> how often its tries were held at their start (Airflow's reschedules)."""
+    rows = stack.rows(
+        "select ti.task_id, count(r.id) from task_instance ti"
+        " left join task_reschedule r on r.ti_id = ti.id"
+        " where ti.dag_id = :d and ti.run_id = :r group by ti.task_id",
+        d=dag_id,
+        r=run_id,
+    )
+    return {task: int(count) for task, count in rows}
+
+
+def demo_problems(stack: AirflowStack, run_id: str) -> list[str]:
+    """What the outage day's run did other than what it shows; [] when nothing.
+
+    Every load succeeds within its attempts, and a retry was held at its start.
+    """
+    found = []
+    for task, (state, try_number) in sorted(stack.task_states(DEMO_DAG, run_id).items()):
+        if state != "success" or try_number > DEMO_MAX_TRY:
+            found.append(
+                f"{task}: expected success by try {DEMO_MAX_TRY}, got {state} at try {try_number}"
+            )
+    if not sum(holds(stack, DEMO_DAG, run_id).values()):
+        found.append("no retry was held at its start: the outage ended before the pool opened")
+    return found

@@ -125,9 +125,10 @@ def _read(
     if state.state != RECOVERING:
         return state, 0
     found = existing.get(pool)
-    fleet = replace(fleet, open_slots=found.open_slots() if found else None)
+    # the open slots change nothing but the wave's bound: the state is not worked out again
+    state = replace(state, open_slots=found.open_slots() if found else None)
     own = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1)))
-    return fleet.state(settings), _released(
+    return state, _released(
         fleet.tries, own, round_start(round_of(fleet.read_at, settings), settings)
     )
 

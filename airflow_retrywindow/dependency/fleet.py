@@ -122,7 +122,8 @@ class Fleet:
         """The tries that count as failing, one per task instance (see the module)."""
         found = {}
         for item in self.tries:
-            counted = item.key in self.counted_failed and _ended_within(item, FAILED, window_start)
+            # the state first: a key is a new tuple, and most tries are not failed ones
+            counted = _ended_within(item, FAILED, window_start) and item.key in self.counted_failed
             if counted or item.in_retry or _ended_within(item, UP_FOR_RETRY, window_start):
                 found[item.key] = item
         return list(found.values())

@@ -31,6 +31,7 @@ from devstack.example import (
     problems,
     xcom,
 )
+from devstack.fleet_outage import DEMO_DAG, DEMO_ENV, DEMO_MAX_TRY, demo_problems, holds
 from devstack.stack import ROOT, AirflowStack, sqlite_stack
 
 PARSE = """
@@ -80,7 +81,8 @@ def test_a_gated_task_in_a_pool_is_refused_without_the_connection_its_pool_is_re
     assert "connection 'airflow_api_default' ([retry_window] default_conn_id)" in shown
     switched_off = {
         **environment,
-        "AIRFLOW__RETRY_WINDOW__DEPENDENCY_POOLS": '{"positions_db": "off"}',
+        # the delivery's pool, and the outage example's
+        "AIRFLOW__RETRY_WINDOW__DEPENDENCY_POOLS": '{"positions_db": "off", "positions_api": "off"}',  # noqa: E501
     }
     assert parse_dags(switched_off).returncode == 0
 
@@ -89,7 +91,7 @@ def test_a_gated_task_in_a_pool_is_refused_without_the_connection_its_pool_is_re
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("example-stack")
     services = ["api-server", "scheduler", "dag-processor", "triggerer"]
-    with sqlite_stack(home, services, [DAG_ID]) as running:
+    with sqlite_stack(home, services, [DAG_ID, DEMO_DAG], extra_env=DEMO_ENV) as running:
         yield running
 
 
@@ -355,3 +357,33 @@ def test_clearing_append_with_upstream_lets_its_gate_hold_the_repeat(
     job = f"positions_append_{ON_TIME.business_date.replace('-', '')}_v3_a1"
     assert f"reconcile_append found: job {job}: DONE" in details
     assert "append_gate decided validate-output: attempt 1 succeeded" in details
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_the_outage_day_holds_the_retries_and_every_load_succeeds_after_it(
+    stack: AirflowStack, played: Played
+) -> None:
+    run_id = played.runs[demo.OUTAGE_DAY]
+    assert stack.run_state(DEMO_DAG, run_id) == "success"
+    assert demo_problems(stack, run_id) == []
+    finals = stack.task_states(DEMO_DAG, run_id)
+    assert len(finals) == 4
+    # every load succeeded, none with its attempts exhausted (retries=3: tries 1 to 4)
+    assert all(state == "success" and tries <= DEMO_MAX_TRY for state, tries in finals.values())
+    held = holds(stack, DEMO_DAG, run_id)
+    assert sum(held.values()) >= 1, held
+    screen = played.screens()[demo.OUTAGE_DAY]
+    assert screen.startswith(f"===== outage day, business date {demo.OUTAGE_DATE}: ")
+    assert len(screen.splitlines()) <= 60, screen
+    rows = table(screen)
+    assert set(rows) == set(finals)
+    for task, (state, tries) in finals.items():
+        assert rows[task][0] == outcome(state, tries)
+        assert rows[task][2].startswith("try 1 ran: 503"), rows[task]
+    assert [task for task, cells in rows.items() if cells[1] == "dependency-held"], screen
+    # the retries that reached the API while it was down probed it; the rest were held
+    assert any("probed: 503" in cells[2] for cells in rows.values()), screen
+    assert any("released: 200" in cells[2] for cells in rows.values()), screen
+    assert "Lesson: The positions API was down until 40 s after the first retry" in screen
+    assert "differs from what the example expects" not in screen

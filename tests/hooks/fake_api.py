@@ -184,7 +184,12 @@ class FakeAirflowApi:
             return 200, {"version": VERSION, "git_version": None}
         if route == ("POST", "/api/v2/dags/~/dagRuns/~/taskInstances/list"):
             wanted = set(request.body.get("task_ids") or [])
-            rows = [row for row in self.task_instances if row["task_id"] in wanted]
+            pools = set(request.body.get("pool") or [])  # a pool's read names no task
+            rows = [
+                row
+                for row in self.task_instances
+                if row["task_id"] in wanted or row["pool"] in pools
+            ]
             offset = int(request.body.get("page_offset") or 0)
             limit = int(request.body.get("page_limit") or 100)
             listing = "task_instances"

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pendulum
 import pytest
 
 from airflow_retrywindow.exceptions import AirflowApiError
@@ -192,6 +193,47 @@ def test_a_pool_row_is_the_one_pool_shape_the_gate_decides_with() -> None:
 
 
 # -- tokens -------------------------------------------------------------------------------
+
+
+def test_a_pools_tries_are_read_from_the_listings_json_page_by_page(
+    server: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn = connect(monkeypatch, "rw_pool", host=server.url, login="reader", password="reader-pw")
+    server.api.task_instances[0]["end_date"] = None  # still running
+    server.api.task_instances[1]["start_date"] = "2026-03-02T07:00:00.250000+02:00"
+    reader = AirflowApiHook(conn, page_size=3).get_conn()
+    found = reader.pool_tries("default_pool", states=("failed", "running"))
+    assert sorted(item.task_id for item in found) == TASKS
+    assert reader.requests == 1 + 3  # a token, then 7 rows in pages of 3
+    listed = [r for r in server.api.received if r.path.endswith("/taskInstances/list")]
+    assert listed[0].body["pool"] == ["default_pool"]
+    assert listed[0].body["state"] == ["failed", "running"]
+    first, second = found[0], found[1]
+    assert first.key == ("etl", "run_1", "load_00", -1)
+    assert (first.state, first.try_number, first.max_tries) == ("failed", 1, 3)
+    assert first.end_date is None and second.end_date == pendulum.datetime(2026, 3, 2, 5, 4)
+    # an offset is read as the same moment, kept in UTC like every time the reader gives
+    assert second.start_date == pendulum.datetime(2026, 3, 2, 5, 0, 0, 250000)
+    assert second.start_date is not None and second.start_date.timezone_name == "UTC"
+    server.api.expire_tokens()  # an error answer is raised as before: renewed once
+    assert len(reader.pool_tries("default_pool")) == len(TASKS)
+    listing = "/api/v2/dags/~/dagRuns/~/taskInstances/list"
+    # the refused page, a fresh token, then the three pages
+    assert server.api.paths()[-5:] == [listing, "/auth/token", listing, listing, listing]
+
+
+def test_a_pool_listing_not_shaped_as_the_api_describes_is_an_unreadable_answer(
+    server: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn = connect(monkeypatch, "rw_shape", host=server.url, login="reader", password="reader-pw")
+    server.api.task_instances[2]["start_date"] = "yesterday"
+    reader = AirflowApiHook(conn).get_conn()
+    with pytest.raises(AirflowApiError) as raised:
+        reader.pool_tries("default_pool")
+    assert "gave an unreadable answer for task instances of pool 'default_pool'" in str(
+        raised.value
+    )
+    assert "ValueError" in str(raised.value)
 
 
 def test_an_expired_token_is_renewed_once_and_the_read_repeated(
