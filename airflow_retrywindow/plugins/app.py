@@ -37,7 +37,11 @@ from airflow_retrywindow.plugins.decision_rows import (
     policy_rows,
     stored_fixture,
 )
-from airflow_retrywindow.plugins.dependency_rows import Dependencies, dependencies
+from airflow_retrywindow.plugins.dependency_rows import (
+    Dependencies,
+    dependencies,
+    held_by_records,
+)
 from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
 from airflow_retrywindow.plugins.run_summary import (
     MAX_PAGE_ROWS,
@@ -200,6 +204,7 @@ def _record(stored: Stored, paging: Paging) -> GateRecord:
 def _dependencies(store: RunStore, task_id: str | None = None, map_index: int = -1) -> Dependencies:
     """The run's pools as dependencies; the viewed task instance's own record beside its pool's."""
     stored = [(item.task_id, item.map_index, item.value) for item in store.dependency_states()]
+    stored += held_by_records(item.value for item in store.decision_records())
     return dependencies(stored, task_id=task_id, map_index=map_index)
 
 

@@ -7,7 +7,9 @@ the latest of those records among the run's task instances (by ``readAt``, the
 API server's clock): its state, since when it has been failing, what failed and
 succeeded in the window, the held tries and the probes. A stored value that
 cannot be read is said, naming the task instance, the field and the value;
-it never hides the others and is never guessed at. Every text shown passes
+it never hides the others and is never guessed at. A gate or a sensor that held a
+target on its pool keeps the same record in that target's entry of its decision
+record (:func:`held_by_records`), so those count as the target's own. Every text shown passes
 through :func:`~airflow_retrywindow.plugins.decision_rows.shown`.
 
 Nothing here imports Airflow.
@@ -91,6 +93,28 @@ def dependencies(
         for record in latest_per_pool([record for _, record in read])
     )
     return Dependencies(sections, tuple(problems))
+
+
+def held_by_records(records: Iterable[object]) -> list[tuple[str, int, object]]:
+    """The dependency records the gates' and sensors' decision records hold, per target.
+
+    :param records: stored decision records; each target entry that carries the pool's
+        state under :data:`KEY` gives (target task id, its map index, that value).
+    """
+    found: list[tuple[str, int, object]] = []
+    for record in records:
+        decisions = record.get("decisions") if isinstance(record, Mapping) else None
+        for entry in decisions if isinstance(decisions, list) else ():
+            if isinstance(entry, Mapping) and KEY in entry:
+                index = entry.get("mapIndex", -1)
+                found.append(
+                    (
+                        str(entry.get("taskId", "?")),
+                        index if isinstance(index, int) and not isinstance(index, bool) else -1,
+                        entry[KEY],
+                    )
+                )
+    return found
 
 
 def _read(value: object) -> tuple[DependencyRecord | None, str]:

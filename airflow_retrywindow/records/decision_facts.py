@@ -270,12 +270,16 @@ class DecisionFacts:
             facts = replace(facts, start_check=start_check_of(entry))
         except RecordError as error:
             facts = facts.with_problem(mask(str(error)))
-        if DEPENDENCY in entry:
-            try:
-                facts = replace(facts, dependency=DependencyRecord.read(entry[DEPENDENCY]))
-            except (ValueError, TypeError, OverflowError) as error:  # any bad time too
-                facts = replace(facts, dependency_problem=mask(str(error)))
-        return facts
+        return facts._with_dependency(entry, mask)
+
+    def _with_dependency(self, entry: Mapping[str, Any], mask: Mask) -> DecisionFacts:
+        """With the pool's state the entry carries (a policy's or a gate target's), if any."""
+        if DEPENDENCY not in entry:
+            return self
+        try:
+            return replace(self, dependency=DependencyRecord.read(entry[DEPENDENCY]))
+        except (ValueError, TypeError, OverflowError) as error:  # any bad time too
+            return replace(self, dependency_problem=mask(str(error)))
 
     # -- a gate's or a sensor's decision record ------------------------------------------
 
@@ -324,6 +328,7 @@ class DecisionFacts:
                 _optional(capacity.get("reason"), mask) if isinstance(capacity, Mapping) else None
             ),
         )
+        facts = facts._with_dependency(row, mask)
         if "estimateSource" not in row:  # recorded before the record kept its sources
             return facts
         try:

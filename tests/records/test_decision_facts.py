@@ -20,6 +20,7 @@ from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.records.decision_facts import POLICY, DecisionFacts
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.redaction import safe_text
+from tests.records.test_dependency_state import held
 
 STORED = Path(__file__).with_name("stored")
 #: the task every policy fixture is about
@@ -136,3 +137,18 @@ def test_stored_text_passes_through_the_readers_mask() -> None:
     assert "hunter2" not in masked.reason and "hunter2" not in (masked.failure or "")
     as_stored = DecisionFacts.of_evidence(entry, task_id=TASK)
     assert "hunter2" in as_stored.reason  # a reader that writes it out masks it itself
+
+
+def test_a_gate_target_held_on_its_pool_carries_the_pools_state() -> None:
+    row = {
+        "taskId": "load",
+        "decision": "dependency-held",
+        "retry_window_dependency": held().as_dict(),
+    }
+    facts = DecisionFacts.of_target(row, decided_by="load_gate")
+    assert facts.dependency == held() and facts.dependency_problem is None
+    broken = DecisionFacts.of_target(
+        {**row, "retry_window_dependency": {**held().as_dict(), "readAt": "nope"}},
+        decided_by="load_gate",
+    )
+    assert broken.dependency is None and broken.dependency_problem

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from airflow_retrywindow.links.addresses import ViewLinks
 from airflow_retrywindow.plugins.decision_rows import policy_rows
-from airflow_retrywindow.plugins.dependency_rows import dependencies
+from airflow_retrywindow.plugins.dependency_rows import dependencies, held_by_records
 from airflow_retrywindow.plugins.page import run_page, task_page
 from tests.records.test_dependency_state import AT, HELD, held
 from tests.ui.test_view_survives_any_value import EVIDENCE, JSON, _paths, _replaced
@@ -172,3 +172,21 @@ def test_times_on_the_page_are_utc_wall_clock() -> None:
     assert dict(section.facts)["Read"] == (
         "2026-12-04 15:02:11 UTC (the API server's clock) by load, try 2: hold"
     )
+
+
+def test_a_gate_that_held_a_target_on_its_pool_shows_the_pool_in_the_run() -> None:
+    record = {
+        "decisions": [
+            {"taskId": "load", "mapIndex": 2, "retry_window_dependency": held(held=4).as_dict()},
+            {"taskId": "archive", "decision": "retry-now"},  # not in a failing pool
+            "not an entry",
+        ]
+    }
+    found = held_by_records([record, {"no": "decisions"}, None])
+    assert found == [("load", 2, held(held=4).as_dict())]
+    sections = dependencies(found).sections
+    assert [(s.pool, s.state, s.decision) for s in sections] == [
+        ("positions_api", "open", "dependency-held")
+    ]
+    page = run_page(LINKS, policy=[], records=[], dependencies=dependencies(found))
+    assert 'data-pool="positions_api"' in page and "load[2]" in page
