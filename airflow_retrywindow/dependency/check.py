@@ -23,6 +23,7 @@ import pendulum
 from airflow_retrywindow import configuration, metrics
 from airflow_retrywindow.dependency.admission import (
     HOLD,
+    MIN_HOLD,
     PROBE,
     REFUSE,
     RELEASE,
@@ -80,10 +81,29 @@ def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
         from airflow_retrywindow.notifications.held_retry import tell_hold
 
         tell_hold(context)  # never raises: a held retry runs no callback of its own
-        return StartVerdict(RESCHEDULE, admission.reason, start_at=admission.hold_until)
+        start_at = reschedule_at(admission.hold_until, pendulum.now("UTC"))
+        return StartVerdict(RESCHEDULE, admission.reason, start_at=start_at)
     if admission.action == REFUSE:
         return StartVerdict(REFUSED, admission.reason)
     return None
+
+
+def reschedule_at(
+    hold_until: pendulum.DateTime | None, now: pendulum.DateTime
+) -> pendulum.DateTime:
+    """When a held try may start again, as handed to Airflow at ``now``.
+
+    The hold was worked out when the pool was read; on a loaded worker the read, the
+    record's keeping and the notice can outlast it. A reschedule date already past,
+    or only seconds ahead, meets the scheduler's race and fails the held try
+    (:data:`~airflow_retrywindow.dependency.admission.MIN_HOLD`), so it is never
+    sooner than that after the hand-back.
+
+    :param hold_until: the end of the hold the admission worked out.
+    :param now: the moment the try hands itself back.
+    """
+    soonest = now + timedelta(seconds=MIN_HOLD)
+    return soonest if hold_until is None or hold_until < soonest else hold_until
 
 
 def _read(
