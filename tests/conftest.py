@@ -12,14 +12,8 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
-
-from tests import shared_stack as shared
-
-if TYPE_CHECKING:
-    from devstack.stack import AirflowStack
 
 ROOT = Path(__file__).resolve().parent.parent
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="retrywindow-airflow-"))
@@ -48,30 +42,14 @@ def airflow_db() -> Iterator[Path]:
     yield AIRFLOW_HOME
 
 
-@pytest.fixture(scope="session")
-def shared_stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[AirflowStack]:
-    """The Airflow the modules marked ``shared_stack`` share on this worker (shared_stack.py)."""
-    yield from shared.boot(request.session.items, tmp_path_factory.mktemp("shared-stack"))
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "shared_stack(dags_folder): the module runs on the shared Airflow, with these DAGs",
-    )
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Start the slow modules first.
 
     ``make test`` spreads the modules over its workers (pytest-xdist, ``--dist loadfile``:
-    a module's tests stay together, in order, so its Airflow stack starts once; the modules
-    sharing one, tests/shared_stack.py, start it once per worker). The modules that start
-    an Airflow take minutes each, so they are handed out first and the quick unit tests fill
-    the workers' last minutes. The sort is stable: the order inside a module, and of modules
-    of one kind, stays as collected.
+    a module's tests stay together, in order, so its Airflow stack starts once). The
+    modules that start an Airflow take minutes each, so they are handed out first and the
+    quick unit tests fill the workers' last minutes. The sort is stable: the order inside
+    a module, and of modules of one kind, stays as collected.
     """
     slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)

@@ -21,23 +21,26 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pendulum
 import pytest
 
-from devstack.stack import AirflowStack
-from tests import shared_stack as shared
+from devstack.stack import AirflowStack, sqlite_stack
 
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAGS = Path(__file__).with_name("stack_dags")
-pytestmark = [pytest.mark.airflow, pytest.mark.slow, *shared.shared(DAGS)]
 
 
 @pytest.fixture(scope="module")
-def stack(shared_stack: AirflowStack) -> AirflowStack:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    home = tmp_path_factory.mktemp("gate-stack")
+    services = ["api-server", "scheduler", "dag-processor", "triggerer"]
     dag_ids = ["rw_gate_clear", "rw_gate_defer", "rw_gate_mapped_clear"]
-    return shared.for_module(shared_stack, DAGS, dag_ids)
+    with sqlite_stack(home, services, dag_ids, dags_folder=DAGS) as running:
+        yield running
 
 
 def _record(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from devstack.stack import AirflowStack
-from tests import shared_stack as shared
+from devstack.stack import AirflowStack, sqlite_stack
 
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAGS = Path(__file__).with_name("dags")
-pytestmark = [pytest.mark.airflow, pytest.mark.slow, *shared.shared(DAGS)]
 
 
 @pytest.fixture(scope="module")
-def stack(shared_stack: AirflowStack) -> AirflowStack:
-    return shared.for_module(shared_stack, DAGS, ["rw_clear"])
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    home = tmp_path_factory.mktemp("clear-stack")
+    services = ["api-server", "scheduler", "dag-processor"]
+    with sqlite_stack(home, services, ["rw_clear"], dags_folder=DAGS) as running:
+        yield running
 
 
 def _decisions(stack: AirflowStack, run_id: str) -> list[dict[str, object]]:
