@@ -203,31 +203,20 @@ def _keep(  # noqa: PLR0917
     settings: DependencySettings,
 ) -> None:
     ti, pool = context["ti"], str(context["task"].pool)
-    now = state.read_at if state is not None else pendulum.now("UTC")
-    record = DependencyRecord(
-        pool=pool,
-        state=state.state if state is not None else UNREAD,
-        forced=state.forced if state is not None else None,
-        read_at=now,
-        failing_since=state.failing_since if state is not None else None,
-        failing_tasks=len(state.failing) if state is not None else 0,
-        successes=state.successes if state is not None else 0,
-        first_tries=state.first_tries if state is not None else 0,
-        held=state.held if state is not None else 0,
-        budget=admission.budget,
-        round_start=round_start(admission.round, settings),
-        round_seconds=settings.round_seconds,
-        last_probe=state.last_probe if state is not None else None,
-        next_probe=admission.next_probe,
+    read = state if state is not None else DependencyState.unread(pool, pendulum.now("UTC"))
+    record = read.record(
+        settings,
         try_number=int(ti.try_number),
         action=admission.action,
         decision=admission.decision,
-        hold_until=admission.hold_until,
         reason=admission.reason,
+        budget=admission.budget,
+        round_start=round_start(admission.round, settings),
+        hold_until=admission.hold_until,
+        next_probe=admission.next_probe,
         # a hold because the pool could not be read waits the own backoff: not a longer one
         holds=int(kept.get("holds", 0)) + (1 if admission.action == HOLD and state else 0),
         probed_round=admission.round if admission.action == PROBE else kept.get("probedRound"),
-        window_seconds=settings.window_seconds,
     )
     try:
         store.set(KEY, record.as_dict())

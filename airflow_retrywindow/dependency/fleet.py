@@ -31,7 +31,14 @@ import pendulum
 from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.labels import VIEW_CLOCK
 from airflow_retrywindow.labels import label as label_of
-from airflow_retrywindow.records.dependency_state import CLOSED, FORCED, OPEN, RECOVERING
+from airflow_retrywindow.records.dependency_state import (
+    CLOSED,
+    FORCED,
+    OPEN,
+    RECOVERING,
+    UNREAD,
+    DependencyRecord,
+)
 
 #: Airflow's states of a task instance this module reads
 UP_FOR_RETRY = "up_for_retry"
@@ -212,6 +219,80 @@ class DependencyState:
     held: int
     last_probe: pendulum.DateTime | None
     open_slots: int | None
+
+    @classmethod
+    def unread(cls, pool: str, at: pendulum.DateTime) -> DependencyState:
+        """The state of a pool that could not be read at ``at``: nothing known of it."""
+        return cls(
+            pool=pool,
+            state=UNREAD,
+            forced=None,
+            read_at=at,
+            failing=(),
+            eligible=(),
+            failing_since=None,
+            last_failure=None,
+            last_success=None,
+            successes=0,
+            first_tries=0,
+            held=0,
+            last_probe=None,
+            open_slots=None,
+        )
+
+    def record(
+        self,
+        settings: DependencySettings,
+        *,
+        try_number: int,
+        action: str,
+        decision: str,
+        reason: str,
+        budget: int,
+        round_start: pendulum.DateTime,
+        hold_until: pendulum.DateTime | None = None,
+        next_probe: pendulum.DateTime | None = None,
+        holds: int = 0,
+        probed_round: int | None = None,
+    ) -> DependencyRecord:
+        """This state beside one task instance's decision, as it is stored.
+
+        :param settings: how the pool is watched (its window and rounds).
+        :param try_number: the try the decision is about.
+        :param action: ``hold``, ``probe``, ``release``, ``run`` or ``refuse``.
+        :param decision: the verdict.
+        :param reason: the one-line reason.
+        :param budget: the probes of the decision's round.
+        :param round_start: when that round began.
+        :param hold_until: until when the try is held, ``None`` when it is not.
+        :param next_probe: when the next probe round starts, ``None`` when none is planned.
+        :param holds: how often the try was held so far, this hold included.
+        :param probed_round: the last round the task instance probed in.
+        """
+        return DependencyRecord(
+            pool=self.pool,
+            state=self.state,
+            forced=self.forced,
+            read_at=self.read_at,
+            failing_since=self.failing_since,
+            failing_tasks=len(self.failing),
+            successes=self.successes,
+            first_tries=self.first_tries,
+            held=self.held,
+            budget=budget,
+            round_start=round_start,
+            round_seconds=settings.round_seconds,
+            last_probe=self.last_probe,
+            next_probe=next_probe,
+            try_number=try_number,
+            action=action,
+            decision=decision,
+            hold_until=hold_until,
+            reason=reason,
+            holds=holds,
+            probed_round=probed_round,
+            window_seconds=settings.window_seconds,
+        )
 
     def describe(self, settings: DependencySettings) -> str:
         """One line for a reason: what the pool's state is and what it rests on."""

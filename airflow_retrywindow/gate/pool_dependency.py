@@ -127,28 +127,16 @@ class PoolDependency:
             action = REFUSE
         else:
             action = RUN
-        return DependencyRecord(
-            pool=self.pool,
-            state=state.state,
-            forced=state.forced,
-            read_at=state.read_at,
-            failing_since=state.failing_since,
-            failing_tasks=len(state.failing),
-            successes=state.successes,
-            first_tries=state.first_tries,
-            held=state.held,
-            budget=settings.budget(state.first_tries),
-            round_start=round_start(round_of(state.read_at, settings), settings),
-            round_seconds=settings.round_seconds,
-            last_probe=state.last_probe,
-            # the gate runs no probe of its own: the retry-start check plans those
-            next_probe=None,
+        return state.record(
+            settings,
             try_number=max(try_number, 1),
             action=action,
             decision=decision,
-            hold_until=hold_until,
             reason=reason or state.describe(settings),
-            window_seconds=settings.window_seconds,
+            budget=settings.budget(state.first_tries),
+            round_start=round_start(round_of(state.read_at, settings), settings),
+            hold_until=hold_until,
+            # no next probe: the gate runs none of its own, the retry-start check plans those
         )
 
     def _beside(self) -> str:
