@@ -46,6 +46,7 @@ import pendulum
 
 from airflow_retrywindow.gate.observe import OBSERVATIONS
 from airflow_retrywindow.labels import UNMAPPED, UTC_ISO, UTC_SHOWN
+from airflow_retrywindow.records.override import Approver, OverrideEntry
 from airflow_retrywindow.redaction import describe_exception, safe_text
 from airflow_retrywindow.verdicts import overridable, standing
 
@@ -69,25 +70,6 @@ MAX_REASON_TEXT = 500
 OVERRIDABLE = overridable()
 #: the verdicts that stand whatever a person answers, and why
 STANDING = standing()
-#: the words for an override, wherever one is shown
-OVERRIDDEN_BY = "refused by the model, overridden by {user}"
-
-
-@dataclass(frozen=True)
-class Approver:
-    """The person who answered an approval task, as Airflow's auth manager named them.
-
-    :param id: the user's id.
-    :param name: the user's name.
-    """
-
-    id: str
-    name: str
-
-    @property
-    def shown(self) -> str:
-        """``name``, with the id when it differs."""
-        return self.name if self.name == self.id else f"{self.name} (id {self.id})"
 
 
 @dataclass(frozen=True)
@@ -123,9 +105,7 @@ class Override:
     @property
     def wording(self) -> str:
         """``refused by the model, overridden by <user>``; empty when not applied."""
-        if not self.applied or self.approver is None:
-            return ""
-        return OVERRIDDEN_BY.format(user=self.approver.shown)
+        return self.entry().wording
 
     def covers(self, table: DecisionTable, targets: Iterable[str]) -> bool:
         """Whether a guarded task that depends on ``targets`` runs on this approval.
@@ -137,26 +117,23 @@ class Override:
         held = [target for target in targets if table.blockers(target)]
         return bool(held) and all(target in self.released for target in held)
 
+    def entry(self) -> OverrideEntry:
+        """The record's ``override`` entry: what this evaluation stores."""
+        return OverrideEntry(
+            approval=self.approval,
+            applied=self.applied,
+            approved_by=self.approver,
+            approved_at=self.approved_at,
+            reason=self.reason,
+            targets=self.released,
+            overridden=self.overridden,
+            note=self.note,
+            answer=self.answer,
+        )
+
     def as_dict(self) -> dict[str, Any]:
-        """The record's ``override`` entry, JSON-ready."""
-        return {
-            "approval": self.approval,
-            "applied": self.applied,
-            "approvedBy": (
-                {"id": self.approver.id, "name": self.approver.name}
-                if self.applied and self.approver
-                else None
-            ),
-            "approvedAt": _iso(self.approved_at) if self.applied else None,
-            "reason": self.reason if self.applied else None,
-            "targets": list(self.released),
-            "overridden": [
-                {"task": name, "decision": decision} for name, decision in self.overridden
-            ],
-            "status": self.wording or f"no override: {self.note}",
-            "note": self.note,
-            "answer": dict(self.answer) if self.answer is not None else None,
-        }
+        """The record's ``override`` entry, JSON-ready (:meth:`OverrideEntry.as_dict`)."""
+        return self.entry().as_dict()
 
     def status_line(self) -> str:
         """One line for the status update."""

@@ -1,12 +1,13 @@
-"""Override entry: a gate record's ``override``, read back for the view and the notifier.
+"""Override entry: a gate record's ``override``, written and read here.
 
 A gate given an approval task (``approval=``) stores beside the model's
 decisions what the approval let through: who approved, when, the stated reason,
-the targets released and the refusals overridden, or why nothing (see
-:meth:`~airflow_retrywindow.gate.approve.Override.as_dict` and
-``docs/approved-override.md``). This reads that entry as stored, and refuses one
-that claims an override without saying who approved it and when: an override is
-never shown on a guess.
+the targets released and the refusals overridden, or why nothing
+(``docs/approved-override.md``). :class:`OverrideEntry` writes that entry
+(:meth:`~OverrideEntry.as_dict`, from what the gate's approval found,
+:class:`airflow_retrywindow.gate.approve.Override`) and reads it back for the view
+and the notifier (:meth:`~OverrideEntry.of`), refusing one that claims an override
+without saying who approved it and when: an override is never shown on a guess.
 
 Every text passes through :func:`~airflow_retrywindow.redaction.safe_text`.
 Nothing here imports Airflow.
@@ -16,14 +17,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pendulum
 
 from airflow_retrywindow.exceptions import RecordError
+from airflow_retrywindow.labels import UTC_ISO
 from airflow_retrywindow.redaction import safe_text
 
 #: the longest reason or note kept; the gate caps the reason at 500 characters
 MAX_TEXT = 2_000
+#: the words for an override, wherever one is shown
+OVERRIDDEN_BY = "refused by the model, overridden by {user}"
+
+
+@dataclass(frozen=True)
+class Approver:
+    """The person who answered an approval task, as Airflow's auth manager named them.
+
+    :param id: the user's id.
+    :param name: the user's name.
+    """
+
+    id: str
+    name: str
+
+    @property
+    def shown(self) -> str:
+        """``name``, with the id when it differs."""
+        return self.name if self.name == self.id else f"{self.name} (id {self.id})"
 
 
 @dataclass(frozen=True)
@@ -32,23 +54,53 @@ class OverrideEntry:
 
     :param approval: the approval task's id.
     :param applied: whether the approval let anything through.
-    :param approver: who approved, as the record names them (``name``, or
-        ``name (id ...)`` when the id differs); ``None`` when not applied.
+    :param approved_by: who approved; ``None`` when not applied.
     :param approved_at: when they approved; ``None`` when not applied.
     :param reason: the reason they stated; empty when not applied.
     :param targets: the targets released.
     :param overridden: the model's refusals overridden: ``(task instance, decision)``.
     :param note: why nothing (or not everything named) was released; may be empty.
+    :param answer: the approval's answer as the gate read it (no form values but the
+        reason and the targets); ``None`` when none was read.
     """
 
     approval: str
     applied: bool
-    approver: str | None = None
+    approved_by: Approver | None = None
     approved_at: pendulum.DateTime | None = None
     reason: str = ""
     targets: tuple[str, ...] = ()
     overridden: tuple[tuple[str, str], ...] = ()
     note: str = ""
+    answer: Mapping[str, Any] | None = None
+
+    @property
+    def approver(self) -> str | None:
+        """Who approved, as shown: ``name``, or ``name (id ...)`` when the id differs."""
+        return self.approved_by.shown if self.applied and self.approved_by else None
+
+    @property
+    def wording(self) -> str:
+        """``refused by the model, overridden by <user>``; empty when not applied."""
+        return OVERRIDDEN_BY.format(user=self.approver) if self.approver else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry exactly as stored in the gate's record, JSON-ready."""
+        approver = self.approved_by if self.applied else None
+        return {
+            "approval": self.approval,
+            "applied": self.applied,
+            "approvedBy": None if approver is None else {"id": approver.id, "name": approver.name},
+            "approvedAt": _iso(self.approved_at) if self.applied else None,
+            "reason": self.reason if self.applied else None,
+            "targets": list(self.targets),
+            "overridden": [
+                {"task": name, "decision": decision} for name, decision in self.overridden
+            ],
+            "status": self.wording or f"no override: {self.note}",
+            "note": self.note,
+            "answer": dict(self.answer) if self.answer is not None else None,
+        }
 
     @classmethod
     def of(cls, stored: object) -> OverrideEntry:
@@ -67,12 +119,18 @@ class OverrideEntry:
         note = stored.get("note") or ""
         if not isinstance(note, str):
             raise RecordError("override.note", note, "must be text")
-        entry = cls(approval=approval, applied=applied, note=safe_text(note, limit=MAX_TEXT))
+        answer = stored.get("answer")
+        entry = cls(
+            approval=approval,
+            applied=applied,
+            note=safe_text(note, limit=MAX_TEXT),
+            answer=answer if isinstance(answer, Mapping) else None,
+        )
         if not applied:
             return entry
         return replace(
             entry,
-            approver=_approver(stored.get("approvedBy")),
+            approved_by=_approver(stored.get("approvedBy")),
             approved_at=_instant(stored.get("approvedAt")),
             reason=_text(stored, "reason"),
             targets=_targets(stored.get("targets")),
@@ -91,8 +149,7 @@ def _text(stored: Mapping[str, object], key: str) -> str:
     return safe_text(value.strip(), limit=MAX_TEXT)
 
 
-def _approver(value: object) -> str:
-    """``name``, with the id when it differs, as the gate's status update names them."""
+def _approver(value: object) -> Approver:
     if not isinstance(value, Mapping):
         raise RecordError("override.approvedBy", value, "must be an object with id and name")
     user_id, name = value.get("id"), value.get("name")
@@ -100,8 +157,7 @@ def _approver(value: object) -> str:
         raise RecordError("override.approvedBy.id", user_id, "must be the approver's id")
     if not isinstance(name, str) or not name:
         name = user_id
-    shown = name if name == user_id else f"{name} (id {user_id})"
-    return safe_text(shown, limit=200)
+    return Approver(safe_text(user_id, limit=200), safe_text(name, limit=200))
 
 
 def _instant(value: object) -> pendulum.DateTime:
@@ -138,3 +194,7 @@ def _overridden(value: object) -> tuple[tuple[str, str], ...]:
             )
         found.append((safe_text(task, limit=250), safe_text(decision, limit=60)))
     return tuple(found)
+
+
+def _iso(moment: pendulum.DateTime | None) -> str | None:
+    return None if moment is None else moment.in_timezone("UTC").format(UTC_ISO)

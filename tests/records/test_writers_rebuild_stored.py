@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_retrywindow.records import decision_record, evidence
+from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.records.reconciliation import Reconciliation
 from airflow_retrywindow.records.schema import VERSION_KEY
 from airflow_retrywindow.records.try_start import TRY_START_KEY, TryStart
@@ -104,6 +105,31 @@ def test_a_reconciliation_is_written_back_as_stored(name: str) -> None:
     latest = _stored(name)["taskStateStore"][evidence.EVIDENCE_KEY]["latest"]
     stored = latest["reconciliation"]
     assert json.dumps(Reconciliation.of(stored).as_dict()) == json.dumps(stored)
+
+
+def test_an_override_entry_is_written_back_as_stored() -> None:
+    stored = _stored("gate_record_override.json")["xcom"]["return_value"]["override"]
+    entry = OverrideEntry.of(stored)
+    assert entry.applied
+    assert json.dumps(entry.as_dict()) == json.dumps(stored)
+    assert OverrideEntry.of(entry.as_dict()) == entry
+
+
+def test_an_override_that_released_nothing_is_written_back_as_read() -> None:
+    stored = {
+        **_stored("gate_record_override.json")["xcom"]["return_value"]["override"],
+        "applied": False,
+        "approvedBy": None,
+        "approvedAt": None,
+        "reason": None,
+        "targets": [],
+        "overridden": [],
+        "note": "the answer was Reject",
+        "status": "no override: the answer was Reject",
+    }
+    entry = OverrideEntry.of(stored)
+    assert (entry.approver, entry.wording) == (None, "")
+    assert json.dumps(entry.as_dict()) == json.dumps(stored)
 
 
 #: the keys the decision table writes into a gate's record, in order
