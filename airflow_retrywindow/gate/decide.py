@@ -41,6 +41,7 @@ from airflow_retrywindow.model.policy import Policy
 from airflow_retrywindow.model.verdict import TaskDecision, Verdict
 from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
 from airflow_retrywindow.records.dependency_state import DependencyRecord
+from airflow_retrywindow.records.stored_fixture import record_item
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
 from airflow_retrywindow.timing.reasons import MAX_REASON, moment, reason
@@ -264,13 +265,13 @@ def decide(
         verdict = Verdict.of(typed)
         index = len(fixtures)
         fixtures.append(
-            {
-                "origin": fixture.clock.iso(),
-                "fixture": fixture.payload,
-                "result": verdict.to_dict(),
-                "taskIds": {found: views[found].target.task_id for found in fixture.task_ids},
-                "mapIndexes": {found: views[found].map_index for found in fixture.task_ids},
-            }
+            record_item(
+                origin=fixture.clock.iso(),
+                fixture=fixture.payload,
+                result=verdict.to_dict(),
+                task_ids={found: views[found].target.task_id for found in fixture.task_ids},
+                map_indexes={found: views[found].map_index for found in fixture.task_ids},
+            )
         )
         for decision in verdict.tasks:
             view = views[decision.id]

@@ -148,6 +148,32 @@ class StoredFixture:
         return stored_decision(self.result, model_id)
 
 
+def record_item(
+    *,
+    origin: str,
+    fixture: Mapping[str, Any],
+    result: Mapping[str, Any],
+    task_ids: Mapping[str, str],
+    map_indexes: Mapping[str, int],
+) -> dict[str, Any]:
+    """One item of a gate's or a sensor's record's ``fixtures``, as stored
+    (:meth:`StoredFixture.of` reads it back).
+
+    :param origin: the fixture's clock origin, ISO 8601.
+    :param fixture: the fixture exactly as the model evaluated it.
+    :param result: the model's result on it.
+    :param task_ids: each of its model ids -> the task id it stands for.
+    :param map_indexes: each of its model ids -> the map index it stands for.
+    """
+    return {
+        "origin": origin,
+        "fixture": dict(fixture),
+        "result": dict(result),
+        "taskIds": dict(task_ids),
+        "mapIndexes": dict(map_indexes),
+    }
+
+
 def stored_decision(result: object, model_id: str) -> object:
     """The decision a stored result holds for the fixture's task ``model_id``, as stored.
 

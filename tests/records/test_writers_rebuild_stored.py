@@ -17,6 +17,7 @@ from airflow_retrywindow.records import decision_record, evidence
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.records.reconciliation import Reconciliation
 from airflow_retrywindow.records.schema import VERSION_KEY
+from airflow_retrywindow.records.stored_fixture import StoredFixture, record_item
 from airflow_retrywindow.records.try_start import TRY_START_KEY, TryStart
 
 STORED = Path(__file__).parent / "stored"
@@ -105,6 +106,20 @@ def test_a_reconciliation_is_written_back_as_stored(name: str) -> None:
     latest = _stored(name)["taskStateStore"][evidence.EVIDENCE_KEY]["latest"]
     stored = latest["reconciliation"]
     assert json.dumps(Reconciliation.of(stored).as_dict()) == json.dumps(stored)
+
+
+@pytest.mark.parametrize("name", ["gate_record_guard.json", "sensor_record_run.json"])
+def test_a_records_fixture_item_is_written_back_as_stored(name: str) -> None:
+    for stored in _stored(name)["xcom"]["return_value"]["fixtures"]:
+        written = record_item(
+            origin=stored["origin"],
+            fixture=stored["fixture"],
+            result=stored["result"],
+            task_ids=stored["taskIds"],
+            map_indexes=stored["mapIndexes"],
+        )
+        assert json.dumps(written) == json.dumps(stored)
+        assert StoredFixture.of(written).replays
 
 
 def test_an_override_entry_is_written_back_as_stored() -> None:
