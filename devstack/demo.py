@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -459,17 +459,33 @@ def full_texts(
 def show(stack: AirflowStack, day: Day, run_id: str, state: str, details: Details) -> None:
     """Write the day's full texts to ``details``; print its one-screen summary."""
     details.add(["", *full_texts(stack, f"{day.kind} day", run_id, state, details)])
-    print(f"\n===== {day.kind} day, business date {day.business_date}: run {run_id} ended {state}")
+    screen(
+        f"{day.kind} day, business date {day.business_date}: run {run_id} ended {state}",
+        task_rows(stack, run_id),
+        problems(stack, run_id, day),
+        lambda: LESSONS[day.kind],
+    )
+    print(f"State log and every decision in full: {details.named()}")
+
+
+def screen(
+    title: str,
+    rows: list[list[str]],
+    found: list[str],
+    lesson: Callable[[], str],
+    what: str = "run",
+) -> None:
+    """Print one screen: the title, the table of tasks, and what differs from the
+    example's expectations, or else the lesson (worked out only then)."""
+    print(f"\n===== {title}")
     print()
-    print("\n".join(render_table(TABLE_HEADERS, task_rows(stack, run_id), right=frozenset())))
+    print("\n".join(render_table(TABLE_HEADERS, rows, right=frozenset())))
     print()
-    found = problems(stack, run_id, day)
     if found:
-        print("This run differs from what the example expects:")
+        print(f"This {what} differs from what the example expects:")
         print("\n".join(f"  {problem}" for problem in found))
     else:
-        print(textwrap.fill(f"Lesson: {LESSONS[day.kind]}", width=100))
-    print(f"State log and every decision in full: {details.named()}")
+        print(textwrap.fill(f"Lesson: {lesson()}", width=100))
 
 
 def run_day(stack: AirflowStack, day: Day, details: Details) -> str:
@@ -507,17 +523,13 @@ def repeat_append(stack: AirflowStack, run_id: str, details: Details) -> str:
             *(f"  append_gate decided {row['reason']}" for row in record.get("decisions", [])),
         ]
     )
-    print(f"\n===== {run_id}: append cleared with upstream, run ended {state}")
-    print()
-    cleared = task_rows(stack, run_id, list(AFTER_APPEND_CLEAR))
-    print("\n".join(render_table(TABLE_HEADERS, cleared, right=frozenset())))
-    print()
-    found_problems = append_clear_problems(stack, run_id)
-    if found_problems:
-        print("This clear differs from what the example expects:")
-        print("\n".join(f"  {problem}" for problem in found_problems))
-    else:
-        print(textwrap.fill(f"Lesson: {AFTER_CLEAR}", width=100))
+    screen(
+        f"{run_id}: append cleared with upstream, run ended {state}",
+        task_rows(stack, run_id, list(AFTER_APPEND_CLEAR)),
+        append_clear_problems(stack, run_id),
+        lambda: AFTER_CLEAR,
+        what="clear",
+    )
     return state
 
 
@@ -593,21 +605,20 @@ def outage_day(stack: AirflowStack, details: Details) -> str:
             ),
         ]
     )
-    print(f"\n===== {OUTAGE_DAY} day, business date {OUTAGE_DATE}: run {run_id} ended {state}")
-    print()
-    print("\n".join(render_table(TABLE_HEADERS, rows, right=frozenset())))
-    print()
-    found = demo_problems(stack, run_id)
-    if found:
-        print("This run differs from what the example expects:")
-        print("\n".join(f"  {problem}" for problem in found))
-    else:
-        probes = len(standin.retries_while_down(DEMO_ENDPOINT))
-        lesson = OUTAGE_LESSON.format(
-            outage=DEMO_OUTAGE, pool=POOLS[0], probes=probes, ies="y" if probes == 1 else "ies",
-            held=sum(holds(stack, DEMO_DAG, run_id).values()), loads=len(rows),
-        )  # fmt: skip
-        print(textwrap.fill(f"Lesson: {lesson}", width=100))
+    probes = len(standin.retries_while_down(DEMO_ENDPOINT))
+    screen(
+        f"{OUTAGE_DAY} day, business date {OUTAGE_DATE}: run {run_id} ended {state}",
+        rows,
+        demo_problems(stack, run_id),
+        lambda: OUTAGE_LESSON.format(
+            outage=DEMO_OUTAGE,
+            pool=POOLS[0],
+            probes=probes,
+            ies="y" if probes == 1 else "ies",
+            held=sum(holds(stack, DEMO_DAG, run_id).values()),
+            loads=len(rows),
+        ),
+    )
     print(f"State log and every decision in full: {details.named()}")
     return run_id
 
