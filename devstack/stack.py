@@ -149,6 +149,8 @@ class AirflowStack:
         """
         log(f"migrating the metadata DB ({self.database_url.split('://')[0]})")
         self.airflow("db", "migrate")
+        if self.database_url.startswith("sqlite"):
+            self.write_ahead()
         name, slots, description = POOL
         with self.engine.begin() as db:
             db.execute(sqlalchemy.text("delete from slot_pool where pool=:p"), {"p": name})
@@ -169,6 +171,20 @@ class AirflowStack:
                 ),
                 {"c": API_CONNECTION, "h": self.url, "l": ADMIN[0], "pw": ADMIN[1], "no": False},
             )
+
+    def write_ahead(self) -> None:
+        """Switch a SQLite DB to write-ahead logging; the file keeps it, and so do copies.
+
+        In SQLite's default mode a reader's lock keeps a writer from committing. With a
+        scheduler, a DAG processor, a triggerer and an API server serving several tasks'
+        reads at once, two such waits met: every service stalled for the 30 s lock
+        timeout, the scheduler then took its own tasks for orphans and reset them. With
+        write-ahead logging, reads never wait for a write, nor a write for reads.
+        """
+        with self.engine.connect() as db:
+            mode = db.exec_driver_sql("PRAGMA journal_mode=WAL").scalar()
+        if str(mode).lower() != "wal":
+            raise RuntimeError(f"SQLite kept journal_mode={mode!r} for {self.database_url}")
 
     def prepare_from(self, template: Path) -> None:
         """Start from a copy of a prepared SQLite DB, its API connection pointed at this stack.
@@ -418,6 +434,9 @@ def prepared_sqlite_db() -> Path:
         home = Path(tempfile.mkdtemp(prefix="retrywindow-prepared-"))
         template = AirflowStack(home=home, database_url=f"sqlite:///{home}/airflow.db")
         template.prepare()
+        # every write in the file itself, none left in the write-ahead log a copy misses
+        with template.engine.connect() as db:
+            db.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         template.engine.dispose()
         _PREPARED.append(home / "airflow.db")
     return _PREPARED[0]
