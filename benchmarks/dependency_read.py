@@ -10,8 +10,8 @@ API server shapes it (``tests/hooks/fake_api.py``), so an answer is filtered and
 sent at once. The retry-start check's own read
 (:func:`airflow_retrywindow.dependency.check._read`: the connection, the pool's
 waiting and live task instances, its tries ended in the window, the failure XCom
-keys, the pool's open slots while it recovers, the forced state's Variable and
-:meth:`Fleet.state`) then runs in this process, as a worker runs it, followed by
+keys, the forced state's Variable and :meth:`Fleet.state`) then runs in this
+process, as a worker runs it, followed by
 :func:`~airflow_retrywindow.dependency.admission.admit` for one held retry of the
 pool. Each decision builds its own reader, as each try start does.
 
@@ -22,10 +22,9 @@ failure) and ``closed``.
 
 Targets (one PASS/FAIL line each; the exit status is 1 if any fails):
 
-- the read makes at most 3 requests (4 while the pool recovers: its open slots),
-  counted by the reader (``AirflowApi.requests``) and by the server alike, with a
-  connection that holds an access token; with login and password, one more (the
-  token) is printed;
+- the read makes at most 3 requests in every state, counted by the reader
+  (``AirflowApi.requests``) and by the server alike, with a connection that holds an
+  access token; with login and password, one more (the token) is printed;
 - one decision, read, state and admission, takes under 50 ms (median), the
   server's own time excluded (it is measured per request and subtracted; printed).
 """
@@ -62,7 +61,6 @@ POOL = "positions_api"
 TOKEN = "bench-token"
 USER, PASSWORD = "reader", "reader-pw"
 REQUEST_TARGET = 3
-RECOVERING_REQUEST_TARGET = 4
 DECISION_TARGET_MS = 50.0
 #: the API server's default ``[api] maximum_page_limit``: a GET listing's page at most
 SERVER_PAGE_CAP = 100
@@ -445,7 +443,7 @@ def main() -> int:
     for name, found in results.items():
         states = {d.state for d in found}
         checks.append((states == {expected[name]}, f"{name}: the read finds the pool {states}"))
-        limit = RECOVERING_REQUEST_TARGET if found[0].state == "recovering" else REQUEST_TARGET
+        limit = REQUEST_TARGET
         requests = {d.requests for d in found} | {d.server_saw for d in found}
         own = statistics.median(d.wall_ms - d.server_ms for d in found)
         checks.append(

@@ -5,16 +5,16 @@ The retry-start check (:mod:`airflow_retrywindow.policies.retry_start`) calls
 task's pool through Airflow's REST API with the provider's default connection
 (``[retry_window] default_conn_id``), in at most three requests (the pool's waiting
 and live task instances, its tries ended in the window, the failure classes the
-policy pushed), and a fourth while the pool recovers (its open slots). A held retry
-is rescheduled: same try, no attempt spent. What was decided is kept in the try's
-task state store and as XCom under :data:`KEY`, with the pool's state as it was read.
+policy pushed), and a fourth when ``dependency_pools`` names pools (to report a name
+that is no pool). A held retry is rescheduled: same try, no attempt spent. What was
+decided is kept in the try's task state store and as XCom under :data:`KEY`, with the
+pool's state as it was read.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -109,10 +109,11 @@ def reschedule_at(
 def _read(
     pool: str, settings: DependencySettings, ti: Any, pools: PoolSettings
 ) -> tuple[DependencyState, int]:
-    """The pool's state, and the retries let run in this round (read while it recovers).
+    """The pool's state, and the retries let run in this round (counted while it recovers).
 
-    The pools are read while it recovers (the open slots bound a wave), and whenever
-    ``dependency_pools`` names pools: a name that is no pool is logged.
+    A wave is not bounded by the pool's open slots here: a released retry runs only in
+    a slot Airflow's scheduler gave it, so Airflow bounds it. The pools are read only when
+    ``dependency_pools`` names pools, to log a name that is no pool.
     """
     # the REST client is a large generated package: imported before the reads' time
     # limit starts, or a loaded worker spends the limit importing it
@@ -133,24 +134,25 @@ def _read(
     )
     fleet = read_fleet(api, pool, settings, forced=forced_state(pool))
     state = fleet.state(settings)
-    if state.state != RECOVERING and not pools.pools:
+    if pools.pools:
+        _report_unknown(api, pools)
+    if state.state != RECOVERING:
         return state, 0
-    existing = api.pools({pool, *pools.pools})
+    own = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1)))
+    return state, _released(
+        fleet.tries, own, round_start(round_of(fleet.read_at, settings), settings)
+    )
+
+
+def _report_unknown(api: Any, pools: PoolSettings) -> None:
+    """Log each pool ``dependency_pools`` names that is no pool: its setting applies to nothing."""
+    existing = api.pools(set(pools.pools))
     for name in pools.unknown(set(existing)):
         log.warning(
             "Retry window: [retry_window] dependency_pools names %r, which is no pool; "
             "its setting applies to nothing",
             name,
         )
-    if state.state != RECOVERING:
-        return state, 0
-    found = existing.get(pool)
-    # the open slots change nothing but the wave's bound: the state is not worked out again
-    state = replace(state, open_slots=found.open_slots() if found else None)
-    own = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1)))
-    return state, _released(
-        fleet.tries, own, round_start(round_of(fleet.read_at, settings), settings)
-    )
 
 
 def _released(tries: Sequence[PoolTry], own: TaskKey, since: pendulum.DateTime) -> int:
