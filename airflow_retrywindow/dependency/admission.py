@@ -288,8 +288,10 @@ def _wave(state: DependencyState, number: int, budget: int, settings: Dependency
     if state.last_success is None:
         return 0
     waves = max(number - round_of(state.last_success, settings), 0)
+    # no bound by the pool's open slots here: a released retry runs only in a slot the
+    # scheduler gave it, so Airflow keeps the wave within them
     size: int = 2 * max(budget, 1) << min(waves, 20)
-    return size if state.open_slots is None else min(size, max(state.open_slots, 0))
+    return size
 
 
 def _in_time(retry: Retry, now: pendulum.DateTime) -> bool:

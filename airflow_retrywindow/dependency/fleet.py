@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import pendulum
 
@@ -114,7 +113,6 @@ class Fleet:
     :param tries: the current try of each task instance listed.
     :param counted_failed: task instances whose ``failed`` try the policy classed
         retryable or unknown (its XCom key says so).
-    :param open_slots: the pool's open slots, ``None`` when unlimited or not read.
     :param forced: ``"open"`` or ``"closed"`` when on-call forces the state.
     """
 
@@ -122,7 +120,6 @@ class Fleet:
     read_at: pendulum.DateTime
     tries: tuple[PoolTry, ...]
     counted_failed: frozenset[TaskKey] = frozenset()
-    open_slots: int | None = None
     forced: str | None = None
 
     def failing(self, window_start: pendulum.DateTime) -> list[PoolTry]:
@@ -180,7 +177,6 @@ class Fleet:
             first_tries=first_tries,
             held=sum(1 for item in failing if item.state == UP_FOR_RESCHEDULE),
             last_probe=_last_probe(self.tries),
-            open_slots=self.open_slots,
         )
 
 
@@ -202,7 +198,6 @@ class DependencyState:
     :param first_tries: first tries of the pool started in the last round.
     :param held: retries waiting at their start (``up_for_reschedule``).
     :param last_probe: the start of the latest retry seen to end.
-    :param open_slots: the pool's open slots, when read.
     """
 
     pool: str
@@ -218,7 +213,6 @@ class DependencyState:
     first_tries: int
     held: int
     last_probe: pendulum.DateTime | None
-    open_slots: int | None
 
     @classmethod
     def unread(cls, pool: str, at: pendulum.DateTime) -> DependencyState:
@@ -237,7 +231,6 @@ class DependencyState:
             first_tries=0,
             held=0,
             last_probe=None,
-            open_slots=None,
         )
 
     def record(
@@ -309,23 +302,6 @@ class DependencyState:
             f"{since} in the last {settings.window_seconds} s, {success}"
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        """The facts, as kept beside a decision."""
-        return {
-            "pool": self.pool,
-            "state": self.state,
-            "forced": self.forced,
-            "readAt": _iso(self.read_at),
-            "failingSince": _iso(self.failing_since),
-            "failingTasks": len(self.failing),
-            "successes": self.successes,
-            "firstTries": self.first_tries,
-            "held": self.held,
-            "lastProbe": _iso(self.last_probe),
-            "lastSuccess": _iso(self.last_success),
-            "openSlots": self.open_slots,
-        }
-
 
 def _recovered(
     last_success: pendulum.DateTime | None,
@@ -368,7 +344,3 @@ def _last_probe(tries: Collection[PoolTry]) -> pendulum.DateTime | None:
         if item.try_number >= 2 and item.state in (UP_FOR_RETRY, FAILED, SUCCESS)
     )
     return max((at for at in ended if at is not None), default=None)
-
-
-def _iso(at: pendulum.DateTime | None) -> str | None:
-    return at.isoformat() if at is not None else None

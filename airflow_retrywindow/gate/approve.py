@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pendulum
 
 from airflow_retrywindow.gate.observe import OBSERVATIONS
-from airflow_retrywindow.labels import UNMAPPED, UTC_ISO, UTC_SHOWN
-from airflow_retrywindow.records.override import Approver, OverrideEntry
+from airflow_retrywindow.labels import UNMAPPED, UTC_SHOWN
+from airflow_retrywindow.records.override import Approver, OverrideEntry, stored_time
 from airflow_retrywindow.redaction import describe_exception, safe_text
 from airflow_retrywindow.verdicts import overridable, standing
 
@@ -362,7 +362,7 @@ def _answer_seen(answer: ApprovalRow | None) -> dict[str, Any] | None:
     return {
         "state": answer.state,
         "tryNumber": answer.try_number,
-        "askedAt": _iso(answer.asked_at),
+        "askedAt": stored_time(answer.asked_at),
         "chosen": list(answer.chosen),
         "by": (
             None
@@ -372,12 +372,8 @@ def _answer_seen(answer: ApprovalRow | None) -> dict[str, Any] | None:
                 "name": safe_text(answer.user_name or answer.user_id),
             }
         ),
-        "at": _iso(answer.responded_at),
+        "at": stored_time(answer.responded_at),
     }
-
-
-def _iso(moment: pendulum.DateTime | None) -> str | None:
-    return None if moment is None else moment.in_timezone("UTC").format(UTC_ISO)
 
 
 # -- reading the approval task ------------------------------------------------------

@@ -91,7 +91,7 @@ class OverrideEntry:
             "approval": self.approval,
             "applied": self.applied,
             "approvedBy": None if approver is None else {"id": approver.id, "name": approver.name},
-            "approvedAt": _iso(self.approved_at) if self.applied else None,
+            "approvedAt": stored_time(self.approved_at) if self.applied else None,
             "reason": self.reason if self.applied else None,
             "targets": list(self.targets),
             "overridden": [
@@ -196,5 +196,6 @@ def _overridden(value: object) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def _iso(moment: pendulum.DateTime | None) -> str | None:
+def stored_time(moment: pendulum.DateTime | None) -> str | None:
+    """A time of the entry (its approval's and its answer's) as stored: ISO 8601 UTC."""
     return None if moment is None else moment.in_timezone("UTC").format(UTC_ISO)

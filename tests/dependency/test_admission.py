@@ -180,7 +180,7 @@ def test_a_success_after_the_latest_failure_releases_the_held_retries_in_waves()
             11, "success", try_number=3, start=succeeded_at - timedelta(seconds=1), end=succeeded_at
         ),
     )
-    read = Fleet(POOL, succeeded_at + timedelta(seconds=5), tries, open_slots=16)
+    read = Fleet(POOL, succeeded_at + timedelta(seconds=5), tries)
     state = read.state(SETTINGS)
     assert state.state == RECOVERING
     retry = retry_of(tries[0])
@@ -189,9 +189,6 @@ def test_a_success_after_the_latest_failure_releases_the_held_retries_in_waves()
     held = admit(state, retry, SETTINGS, released_this_round=first_wave)
     assert held.action == HOLD and held.hold_until is not None
     assert held.hold_until <= round_start(round_of(read.read_at, SETTINGS) + 2, SETTINGS)
-    # a wave never passes the pool's open slots
-    tight = Fleet(POOL, read.read_at, tries, open_slots=1).state(SETTINGS)
-    assert admit(tight, retry, SETTINGS, released_this_round=1).action == HOLD
 
 
 def test_a_success_from_before_the_failing_began_does_not_recover_it() -> None:
