@@ -26,15 +26,30 @@ from tests.gate.gate_runs import ApiServer, install_dags
 VIEWER = "rw_gate_viewer"
 
 
+#: the pools of this folder's DAGs: name -> slots, description
+POOLS = {
+    "rw_gate_positions": (2, "positions database"),  # one heavy (2) or two light (1) reads
+    "rw_gate_feed": (4, "a feed whose failures trip it (rw_gate_pool_open)"),
+}
+
+
 @pytest.fixture(scope="session")
 def gate_home(airflow_db: Path) -> Path:
-    """The Airflow home with this folder's DAGs and the positions pool (2 slots)."""
+    """The Airflow home with this folder's DAGs and their pools (one command line call)."""
     install_dags(airflow_db)
+    pools = airflow_db / "rw_gate_pools.json"
+    pools.write_text(
+        json.dumps(
+            {
+                name: {"slots": slots, "description": description, "include_deferred": False}
+                for name, (slots, description) in POOLS.items()
+            }
+        )
+    )
     airflow = Path(sys.executable).with_name("airflow")
     done = subprocess.run(
-        [str(airflow), "pools", "set", "rw_gate_positions", "2", "positions database"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [str(airflow), "pools", "import", str(pools)], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return airflow_db
 
