@@ -39,8 +39,10 @@ install: $(STAMP)
 system-packages:
 	@bash devstack/install_system_packages.sh
 
+# three workers on two cores: the tests on a real Airflow mostly wait on it
+TEST_WORKERS ?= 3
 test: install system-packages
-	$(BIN)/python -m pytest --numprocesses 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest --numprocesses $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: install
 	$(BIN)/ruff check .

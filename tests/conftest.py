@@ -43,13 +43,26 @@ def airflow_db() -> Iterator[Path]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start the slow modules first.
+    """Start the longest modules first.
 
     ``make test`` spreads the modules over its workers (pytest-xdist, ``--dist loadfile``:
     a module's tests stay together, in order, so its Airflow stack starts once). The
-    modules that start an Airflow take minutes each, so they are handed out first and the
-    quick unit tests fill the workers' last minutes. The sort is stable: the order inside
-    a module, and of modules of one kind, stays as collected.
+    modules that start an Airflow take minutes each, so they are handed out first, the
+    longest (``slow(minutes=N)``) before the others, and the quick unit tests fill the
+    workers' last minutes. The sort is stable: the order inside a module, and of modules
+    of one length, stays as collected.
     """
-    slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
+    minutes: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        minutes[module] = max(minutes.get(module, 0.0), _minutes(item))
+    items.sort(key=lambda item: -minutes[item.nodeid.split("::")[0]])
+
+
+def _minutes(item: pytest.Item) -> float:
+    """How long the item's module takes, as its ``slow`` mark says: 0 when it is quick, a
+    fraction of a minute when the mark gives no length."""
+    mark = item.get_closest_marker("slow")
+    if mark is None:
+        return 0.0
+    return float(mark.kwargs.get("minutes", 0.5))

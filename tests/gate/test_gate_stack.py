@@ -30,7 +30,7 @@ import pytest
 
 from devstack.stack import AirflowStack, sqlite_stack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=2.5)]
 DAGS = Path(__file__).with_name("stack_dags")
 
 

@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pendulum
 import pytest
@@ -33,7 +34,7 @@ from devstack.fleet_outage import (
 )
 from devstack.stack import AirflowStack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=10)]
 
 OUTAGE = 150.0
 RUN_TIMEOUT = 900
@@ -79,9 +80,20 @@ def stack(
         admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
-def test_a_shared_outage_holds_the_gated_retries_and_every_task_succeeds_after_it(
-    stack: AirflowStack, standin: FleetStandIn
-) -> None:
+@dataclass(frozen=True)
+class Outage:
+    """The shared outage's runs, once all of them ended, and what the stand-in saw.
+
+    :param runs: DAG id -> run id, the gated DAGs' and the plain one's.
+    :param table: the report, gated beside plain, shown on a failure.
+    """
+
+    runs: dict[str, str]
+    table: str
+
+
+@pytest.fixture(scope="module")
+def outage(stack: AirflowStack, standin: FleetStandIn) -> Outage:
     conf = {"deadline_in": HOUR}
     runs = {
         dag_id: stack.trigger(dag_id, conf=conf, logical_date="2026-11-01")
@@ -91,20 +103,41 @@ def test_a_shared_outage_holds_the_gated_retries_and_every_task_succeeds_after_i
         stack.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT)
     table = report(stack, runs, standin)
     print(table)
-    finals = final_states(stack, runs, GATED_DAGS)
+    return Outage(runs, table)
+
+
+def test_every_gated_task_succeeds_after_the_outage_with_an_attempt_to_spare(
+    stack: AirflowStack, outage: Outage
+) -> None:
+    finals = final_states(stack, outage.runs, GATED_DAGS)
     assert len(finals) == 12
     # every gated task succeeded after the API came back, with nobody clearing anything
-    assert all(state == "success" for state, _ in finals), f"{finals}\n{table}"
+    assert all(state == "success" for state, _ in finals), f"{finals}\n{outage.table}"
     # none spent its last attempt: retries=3 gives tries 1 to 4
     assert all(try_number <= 4 for _, try_number in finals), finals
-    assert len(standin.retries_while_down("gated")) <= 4, table
+
+
+def test_while_the_api_is_down_no_more_retries_reach_it_than_the_probe_budget(
+    standin: FleetStandIn, outage: Outage
+) -> None:
+    assert len(standin.retries_while_down("gated")) <= 4, outage.table
+
+
+def test_in_the_first_ten_seconds_back_no_more_requests_than_the_pools_slots(
+    standin: FleetStandIn, outage: Outage
+) -> None:
     back = standin.back_at("gated")
     first_ten = [
         each
         for each in standin.requests
         if each.endpoint == "gated" and back <= each.at < back + 10
     ]
-    assert len(first_ten) <= POOL_SLOTS
+    assert len(first_ten) <= POOL_SLOTS, outage.table
+
+
+def test_each_hold_read_the_pool_and_is_one_of_airflows_reschedules_of_the_try(
+    stack: AirflowStack, outage: Outage
+) -> None:
     held = dependency_records(stack)
     # every check read the pool: none was held because it could not be read
     assert not [record for record in held if "could not be read" in record["reason"]], held
@@ -113,11 +146,16 @@ def test_a_shared_outage_holds_the_gated_retries_and_every_task_succeeds_after_i
     holds = stack.rows(
         "select count(*) from task_reschedule r join task_instance ti on ti.id = r.ti_id"
         " where ti.run_id = :r",
-        r=runs[GATED_DAGS[0]],
+        r=outage.runs[GATED_DAGS[0]],
     )
     assert holds[0][0] >= 11, holds  # all but the first round's probe, at least
-    # the plain counterfactual burns every retry into the outage
-    assert all(state == "failed" for state, _ in final_states(stack, runs, (PLAIN_DAG,))), table
+
+
+def test_plain_airflow_burns_every_retry_into_the_same_outage(
+    stack: AirflowStack, outage: Outage
+) -> None:
+    finals = final_states(stack, outage.runs, (PLAIN_DAG,))
+    assert finals and all(state == "failed" for state, _ in finals), outage.table
 
 
 def test_with_a_near_deadline_the_held_retries_are_refused_at_their_latest_start(
