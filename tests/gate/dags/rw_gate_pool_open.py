@@ -4,13 +4,15 @@ The three ``feed_*`` tasks of the pool ``rw_gate_feed`` lose their outcome and t
 ``RetryWindowPolicy`` refuses to repeat them blind: three distinct task instances of
 the pool failed with a failure the policy classed unknown, so the pool, a shared
 dependency with the default settings, is failing (open). Then ``append`` and
-``append_b``, in the same pool, fail; ``gate_append`` decides ``append``'s repeat
-(``retry_append``) and ``wait_append_b`` waits on ``append_b``'s (``retry_append_b``),
-timing out in 20 s, before the pool's next round (skipped: ``soft_fail``).
+``append_b``, in the same pool, fail; once their 1 s backoff is over, ``gate_append``
+decides ``append``'s repeat (``retry_append``) and ``wait_append_b`` waits on
+``append_b``'s (``retry_append_b``), timing out in 20 s, before the pool's next round
+(skipped: ``soft_fail``).
 """
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pendulum
@@ -57,13 +59,21 @@ with DAG(
 
         feeds.append(feed())
 
+    @task(trigger_rule="all_done")
+    def backoff_over() -> None:
+        """Nothing decides until the targets' 1 s backoff is over: a decision inside it
+        would wait, and which one comes is a matter of timing."""
+        time.sleep(2)
+
+    pause = backoff_over()
+
     for suffix in ("", "_b"):
 
         @task(
             task_id=f"append{suffix}",
             pool=POOL,
             retries=1,
-            retry_delay=timedelta(seconds=2),
+            retry_delay=timedelta(seconds=1),
             trigger_rule="all_done",
         )
         def append() -> None:
@@ -95,4 +105,4 @@ with DAG(
             )
         )
         failed = append()
-        feeds >> failed >> decider >> retry_append()
+        feeds >> failed >> pause >> decider >> retry_append()
