@@ -33,7 +33,7 @@ PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 #: what CI runs here: every declared Python but 3.11, which has the whole suite in `make test`
 CI_PYTHONS = ["3.10", "3.12", "3.13"]
 
-#: The policy, the gate, the sensor, the view and the example DAG on a real Airflow, chosen to
+#: The policy, the gate, the view and the example DAG on a real Airflow, chosen to
 #: run in a few minutes per Python (each module's stack or run starts once); `make test` runs
 #: all of them. The example DAG runs on a real scheduler in the view's module (its late day:
 #: the policy, the gate and the sensor refuse); its every day (the demo, five minutes of a
@@ -49,8 +49,6 @@ SUBSET = [
     # the gate: every test of its run on a real scheduler and API server
     "tests/gate/test_gate_run.py",
     "--deselect=tests/gate/test_gate_run.py::test_a_gate_that_cannot_decide_fails_closed",
-    # the sensor: each mode waits out a backoff, the deferrable one in a trigger
-    "tests/gate/test_sensor_run.py",
     # the Retry window view served by the API server (the browser test runs in `make test`)
     "tests/ui/test_view_on_airflow.py",
     "--deselect=tests/ui/test_view_on_airflow.py::test_refused_task_shows_its_decision_and_timeline_in_a_browser",

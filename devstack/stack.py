@@ -7,6 +7,7 @@ runs in its own process group with its log in ``<home>/service-logs``, and
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -423,20 +424,40 @@ def sqlite_stack(
         stack.stop()
 
 
-#: the prepared SQLite DB of this process, once made: migrating and the CLI calls of
-#: :meth:`AirflowStack.prepare` cost about 15 s, copying the file a few milliseconds
+#: the prepared SQLite DB of this process, once found or made: migrating costs about 5 s of
+#: a core, copying the file a few milliseconds
 _PREPARED: list[Path] = []
+#: a folder the processes of one test run share their prepared DB in (tests/conftest.py)
+PREPARED_FOLDER_ENV = "RW_PREPARED_DB_FOLDER"
 
 
 def prepared_sqlite_db() -> Path:
-    """A migrated SQLite metadata DB with the pool and the API connection, made once."""
+    """A migrated SQLite metadata DB with the pool and the API connection, made once.
+
+    Once per process; or, where ``RW_PREPARED_DB_FOLDER`` names a folder, once for every
+    process that names it (a test run's workers): they take turns with a file lock, and
+    the first makes it.
+    """
     if not _PREPARED:
-        home = Path(tempfile.mkdtemp(prefix="retrywindow-prepared-"))
-        template = AirflowStack(home=home, database_url=f"sqlite:///{home}/airflow.db")
-        template.prepare()
-        # every write in the file itself, none left in the write-ahead log a copy misses
-        with template.engine.connect() as db:
-            db.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        template.engine.dispose()
-        _PREPARED.append(home / "airflow.db")
+        shared = os.environ.get(PREPARED_FOLDER_ENV)
+        folder = Path(shared or tempfile.mkdtemp(prefix="retrywindow-prepared-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        template = folder / "airflow.db"
+        with (folder / "lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not template.exists():
+                _prepare_template(folder / "home", template)
+        _PREPARED.append(template)
     return _PREPARED[0]
+
+
+def _prepare_template(home: Path, template: Path) -> None:
+    """Prepare a stack's DB in ``home``, then move it to ``template`` whole (a process that
+    died halfway leaves no template behind)."""
+    stack = AirflowStack(home=home, database_url=f"sqlite:///{home}/airflow.db")
+    stack.prepare()
+    # every write in the file itself, none left in the write-ahead log a copy misses
+    with stack.engine.connect() as db:
+        db.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    stack.engine.dispose()
+    os.replace(home / "airflow.db", template)

@@ -7,13 +7,15 @@ here, at import time, before any test module can import Airflow.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import shutil
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from devstack.stack import API_CONNECTION, POOL, PREPARED_FOLDER_ENV, prepared_sqlite_db
 
 ROOT = Path(__file__).resolve().parent.parent
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="retrywindow-airflow-"))
@@ -28,17 +30,24 @@ os.environ.update(
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
     }
 )
+# the run's workers inherit this process's environment: they share one prepared DB
+if PREPARED_FOLDER_ENV not in os.environ:
+    os.environ[PREPARED_FOLDER_ENV] = tempfile.mkdtemp(prefix="retrywindow-prepared-")
 
 
 @pytest.fixture(scope="session")
 def airflow_db() -> Iterator[Path]:
-    """A migrated metadata DB in the throwaway Airflow home; yields the home."""
+    """A migrated metadata DB in the throwaway Airflow home; yields the home.
+
+    A copy of the run's prepared DB (:func:`devstack.stack.prepared_sqlite_db`, migrated
+    once for every worker), without the pool and the connection a stack adds to it.
+    """
     (AIRFLOW_HOME / "dags").mkdir(exist_ok=True)
-    airflow = Path(sys.executable).with_name("airflow")
-    done = subprocess.run(
-        [str(airflow), "db", "migrate"], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    database = AIRFLOW_HOME / "airflow.db"
+    shutil.copyfile(prepared_sqlite_db(), database)
+    with sqlite3.connect(database) as db:
+        db.execute("delete from connection where conn_id = ?", (API_CONNECTION,))
+        db.execute("delete from slot_pool where pool = ?", (POOL[0],))
     yield AIRFLOW_HOME
 
 

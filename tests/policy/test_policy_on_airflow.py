@@ -21,8 +21,15 @@ def dags(airflow_db: Path) -> None:
     install_dags(airflow_db)
 
 
-def test_retryable_failure_waits_exactly_the_model_backoff() -> None:
+@pytest.fixture(scope="module")
+def backoff_run(dags: None) -> str:
+    """The run of ``rw_backoff``: its task fails twice, then succeeds."""
     run_id, _ = run_dag("rw_backoff", deadline_in=HOUR)
+    return run_id
+
+
+def test_retryable_failure_waits_exactly_the_model_backoff(backoff_run: str) -> None:
+    run_id = backoff_run
     history = tries("rw_backoff", run_id, "flaky")
     assert [t.state for t in history] == ["failed", "failed", "success"]
     # the model's delays (2 s, then 2 * 2), not Airflow's jittered ones
@@ -34,8 +41,8 @@ def test_retryable_failure_waits_exactly_the_model_backoff() -> None:
     assert history[1].reason and "after a 4 s backoff" in history[1].reason
 
 
-def test_evidence_replays_byte_for_byte_offline() -> None:
-    run_id, _ = run_dag("rw_backoff", deadline_in=HOUR)
+def test_evidence_replays_byte_for_byte_offline(backoff_run: str) -> None:
+    run_id = backoff_run
     stored = evidence("rw_backoff", run_id, "flaky")
     assert stored is not None
     assert [d["tryNumber"] for d in stored["decisions"]] == [1, 2]
