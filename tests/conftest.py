@@ -12,10 +12,14 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from devstack.stack import API_CONNECTION, POOL, PREPARED_FOLDER_ENV, prepared_sqlite_db
+from tests.shared_stack import ModulesTogether, shared_stack
+
+__all__ = ["shared_stack"]  # a fixture of every module that shares the stack
 
 ROOT = Path(__file__).resolve().parent.parent
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="retrywindow-airflow-"))
@@ -49,6 +53,11 @@ def airflow_db() -> Iterator[Path]:
         db.execute("delete from connection where conn_id = ?", (API_CONNECTION,))
         db.execute("delete from slot_pool where pool = ?", (POOL[0],))
     yield AIRFLOW_HOME
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ModulesTogether:
+    """Hand out whole modules (``--dist loadfile``), those sharing a stack as one."""
+    return ModulesTogether(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,6 +1,7 @@
 """Airflow's deadline alerts and the retry window agree on a real scheduler; jitter reaches Airflow.
 
-One stack (API server, scheduler, DAG processor) and one scheduled run of
+One stack (API server, scheduler, DAG processor; shared with the modules configured
+alike, :mod:`tests.shared_stack`) and one scheduled run of
 ``deadline_dags/rw_deadline_alert.py``: the scheduler creates the run and its
 deadline rows; the policy, the gate and the jittered retry are then compared
 with what Airflow stored. The run fails on purpose (a refused alert), so Airflow
@@ -10,12 +11,9 @@ keeps the deadline rows it prunes after a successful run.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pendulum
@@ -23,11 +21,11 @@ import pytest
 
 from airflow_retrywindow import Deadline
 from airflow_retrywindow.timing.jitter import Jitter, TryKey
-from devstack.stack import AirflowStack, sqlite_stack
+from devstack.stack import AirflowStack
+from tests.shared_stack import for_module
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-DAGS = Path(__file__).with_name("deadline_dags")
 DAG_ID = "rw_deadline_alert"
 SERVICES = ("api-server", "scheduler", "dag-processor")
 EVIDENCE_KEY = "retry_window.evidence"
@@ -75,23 +73,20 @@ def _utc(value: Any) -> pendulum.DateTime:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+def run(shared_stack: AirflowStack) -> Run:
     """The stack's one scheduled run, ended."""
-    home = tmp_path_factory.mktemp("deadline-alerts")
-    dags = home / "dags"
-    shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__"))
-    with sqlite_stack(home, SERVICES, [DAG_ID], dags_folder=dags) as stack:
+    stack = for_module(shared_stack, __file__, [DAG_ID])
 
-        def scheduled() -> bool:
-            return bool(stack.rows("select 1 from dag_run where dag_id=:d", d=DAG_ID))
+    def scheduled() -> bool:
+        return bool(stack.rows("select 1 from dag_run where dag_id=:d", d=DAG_ID))
 
-        stack.wait_for(scheduled, "the scheduler to create a run", timeout=120)
-        ((run_id, run_type),) = stack.rows(
-            "select run_id, run_type from dag_run where dag_id=:d", d=DAG_ID
-        )
-        assert run_type == "scheduled"
-        state = stack.wait_for_run(DAG_ID, run_id, timeout=240)
-        yield Run(stack, run_id, state)
+    stack.wait_for(scheduled, "the scheduler to create a run", timeout=120)
+    ((run_id, run_type),) = stack.rows(
+        "select run_id, run_type from dag_run where dag_id=:d", d=DAG_ID
+    )
+    assert run_type == "scheduled"
+    state = stack.wait_for_run(DAG_ID, run_id, timeout=240)
+    return Run(stack, run_id, state)
 
 
 def test_airflow_stored_a_deadline_per_alert(run: Run) -> None:

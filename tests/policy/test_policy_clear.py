@@ -1,25 +1,23 @@
-"""A manual clear opens a new attempt window: scheduler, DAG processor and API server for real."""
+"""A manual clear opens a new attempt window: scheduler, DAG processor and API server for real.
+
+On the stack it shares with the modules configured alike (:mod:`tests.shared_stack`).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from devstack.stack import AirflowStack, sqlite_stack
+from devstack.stack import AirflowStack
+from tests.shared_stack import for_module
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
-DAGS = Path(__file__).with_name("dags")
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
-    home = tmp_path_factory.mktemp("clear-stack")
-    services = ["api-server", "scheduler", "dag-processor"]
-    with sqlite_stack(home, services, ["rw_clear"], dags_folder=DAGS) as running:
-        yield running
+def stack(shared_stack: AirflowStack) -> AirflowStack:
+    return for_module(shared_stack, __file__, ["rw_clear"])
 
 
 def _decisions(stack: AirflowStack, run_id: str) -> list[dict[str, object]]:
