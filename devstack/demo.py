@@ -118,9 +118,9 @@ OUTAGE_LESSON = (
     "Every first try failed, so pool {pool} opened: only {probes} retr{ies} reached the "
     "API while it was down (one "
     "probe a round); the others were held at their start (rescheduled: no try spent; "
-    "{held} holds of the loads' last tries). Once a probe succeeded the pool recovered, the held "
-    "retries were released in waves, and all {loads} loads succeeded with no attempt "
-    "exhausted."
+    "{held} holds of the loads' last tries). Once a probe succeeded the pool recovered and let "
+    "the held retries through, each at its next check (in waves while it was still "
+    "recovering), and all {loads} loads succeeded with no attempt exhausted."
 )
 #: how a try that reached the API was let run, by the dependency's latest action
 _LET_RUN = {"probe": "probed", "release": "released", "run": "ran"}

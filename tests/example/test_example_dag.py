@@ -384,6 +384,10 @@ def test_the_outage_day_holds_the_retries_and_every_load_succeeds_after_it(
     assert [task for task, cells in rows.items() if cells[1] == "dependency-held"], screen
     # the retries that reached the API while it was down probed it; the rest were held
     assert any("probed: 503" in cells[2] for cells in rows.values()), screen
-    assert any("released: 200" in cells[2] for cells in rows.values()), screen
+    # once a probe found the API back, the held retries came through: released in a wave
+    # while the pool was recovering, or run once it had closed (which one is timing)
+    assert any("released: 200" in cells[2] or "ran: 200" in cells[2] for cells in rows.values()), (
+        screen
+    )
     assert "Lesson: The positions API was down until 40 s after the first retry" in screen
     assert "differs from what the example expects" not in screen
