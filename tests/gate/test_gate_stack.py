@@ -32,14 +32,19 @@ from devstack.stack import AirflowStack, sqlite_stack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=2.5)]
 DAGS = Path(__file__).with_name("stack_dags")
+#: the mapped load rw_gate_mapped_clear shares with the dags test DAG rw_gate_mapped
+SHARED_LOADS = Path(__file__).with_name("dags") / "mapped_loads.py"
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("gate-stack")
+    dags = home / "dags"
+    shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(SHARED_LOADS, dags)
     services = ["api-server", "scheduler", "dag-processor", "triggerer"]
     dag_ids = ["rw_gate_clear", "rw_gate_defer", "rw_gate_mapped_clear"]
-    with sqlite_stack(home, services, dag_ids, dags_folder=DAGS) as running:
+    with sqlite_stack(home, services, dag_ids, dags_folder=dags) as running:
         yield running
 
 

@@ -1,9 +1,9 @@
 """Mapped targets and mapped guarded tasks, decided per map index on a real DAG run.
 
-* ``load`` is mapped over three partitions under a ``RetryWindowPolicy``; the
-  load of ``p1`` fails, and a load is not claimed safe to repeat, so its policy
-  refuses the retry. ``mapped_gate`` decides each map index and skips ``reload``,
-  the repeat it guards, mapped too over a list another task returns.
+* ``load`` is mapped over three partitions under a ``RetryWindowPolicy``
+  (``mapped_loads.py``); the load of ``p1`` fails, and a load is not claimed safe to
+  repeat, so its policy refuses the retry. ``mapped_gate`` decides each map index and
+  skips ``reload``, the repeat it guards, mapped too over a list another task returns.
 * ``per_partition`` is the same load inside a mapped task group; ``group_gate``
   skips ``repeat``, a mapped task group holding the repeat.
 * ``append`` fails in both map indexes, each after three seconds, so the one that
@@ -28,35 +28,17 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, task, task_group
 from airflow.sdk.exceptions import AirflowFailException
+from mapped_loads import DEADLINE, NOT_SAFE, PARTITIONS, mapped_loads
 
 from airflow_retrywindow import (
-    Deadline,
     RetryWindowGateOperator,
-    RetryWindowPolicy,
     RetryWindowSensor,
     Work,
 )
 
-DEADLINE = Deadline.after_data_interval_end(hours=6)
-PARTITIONS = ["p0", "p1", "p2"]
-NOT_SAFE = Work(duration=timedelta(minutes=2), validation=timedelta(seconds=30), safe_repeat=False)
 SAFE = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
-LOAD = {
-    "retries": 2,
-    "retry_delay": timedelta(seconds=1),
-    "retry_policy": RetryWindowPolicy(
-        deadline=DEADLINE, duration=120, validation=30, safe_repeat=False
-    ),
-}
 #: long enough that the sensor still finds both map indexes waiting on a busy machine
 BACKOFF = {"retries": 1, "retry_delay": timedelta(seconds=15)}
-
-
-def _load(partition: str) -> str:
-    if partition == "p1":
-        raise ConnectionError(f"the load of {partition} failed before its commit")
-    return f"loaded {partition}"
-
 
 with DAG(
     "rw_gate_mapped",
@@ -65,10 +47,7 @@ with DAG(
     catchup=False,
     tags=["retry-window-test"],
 ):
-
-    @task(**LOAD)
-    def load(partition: str) -> str:
-        return _load(partition)
+    load, per_partition = mapped_loads(timedelta(seconds=1))
 
     @task
     def reload(partition: str) -> str:
@@ -86,14 +65,6 @@ with DAG(
         trigger_rule="all_done",
     )
     load.expand(partition=PARTITIONS) >> mapped_gate >> reload.expand(partition=partitions())
-
-    @task(**LOAD)
-    def load_part(partition: str) -> str:
-        return _load(partition)
-
-    @task_group
-    def per_partition(partition: str) -> None:
-        load_part(partition)
 
     @task_group
     def repeat(partition: str) -> None:
