@@ -152,7 +152,7 @@ def outcome(state: str, tries: int) -> str:
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 @pytest.mark.parametrize("day", DAYS, ids=[f"{day.kind} day" for day in DAYS])
 def test_example_run_follows_the_gate(stack: AirflowStack, played: Played, day: Day) -> None:
     # the demo's own code runs the day, so what make demo prints is tested too
@@ -176,7 +176,7 @@ def test_example_run_follows_the_gate(stack: AirflowStack, played: Played, day: 
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 @pytest.mark.parametrize("day", DAYS, ids=[f"{day.kind} day" for day in DAYS])
 def test_each_day_is_one_screen_with_every_task_its_outcome_decision_and_reason(
     played: Played, day: Day
@@ -199,7 +199,7 @@ def test_each_day_is_one_screen_with_every_task_its_outcome_decision_and_reason(
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 def test_the_disclaimer_is_printed_once_and_names_no_one_decision(played: Played) -> None:
     assert played.printed.count("What the model does not claim") == 1
     block = played.printed.split("What the model does not claim")[1]
@@ -211,7 +211,7 @@ def test_the_disclaimer_is_printed_once_and_names_no_one_decision(played: Played
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 def test_the_details_file_named_on_each_screen_holds_the_state_log_and_every_decision(
     stack: AirflowStack, played: Played
 ) -> None:
@@ -235,7 +235,7 @@ def test_the_details_file_named_on_each_screen_holds_the_state_log_and_every_dec
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 def test_verbose_prints_the_state_log_and_every_decision_as_well(
     stack: AirflowStack, played: Played, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -272,7 +272,7 @@ def test_make_demo_passes_verbose_through() -> None:
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 def test_each_day_shows_what_the_reconciliation_and_the_dry_run_decided(
     stack: AirflowStack, played: Played
 ) -> None:
@@ -297,7 +297,7 @@ def test_each_day_shows_what_the_reconciliation_and_the_dry_run_decided(
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 def test_a_lost_worker_reconnects_to_its_running_job_and_submits_nothing(
     stack: AirflowStack, played: Played
 ) -> None:
@@ -317,7 +317,7 @@ def test_a_lost_worker_reconnects_to_its_running_job_and_submits_nothing(
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 def test_a_failed_job_is_decided_by_the_model_and_repeated_once_under_the_next_id(
     stack: AirflowStack, played: Played
 ) -> None:
@@ -340,7 +340,7 @@ def test_a_failed_job_is_decided_by_the_model_and_repeated_once_under_the_next_i
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 def test_clearing_append_with_upstream_lets_its_gate_hold_the_repeat(
     stack: AirflowStack, played: Played
 ) -> None:
@@ -360,7 +360,7 @@ def test_clearing_append_with_upstream_lets_its_gate_hold_the_repeat(
 
 
 @pytest.mark.airflow
-@pytest.mark.slow(minutes=6)
+@pytest.mark.slow(minutes=7.5)
 def test_the_outage_day_holds_the_retries_and_every_load_succeeds_after_it(
     stack: AirflowStack, played: Played
 ) -> None:

@@ -27,7 +27,7 @@ from tests.gate.gate_runs import (
     xcom,
 )
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=3)]
 DAG_ID = "rw_gate_table"
 
 

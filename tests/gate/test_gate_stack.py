@@ -30,7 +30,7 @@ import pytest
 
 from devstack.stack import AirflowStack, sqlite_stack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=2.5)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=5)]
 DAGS = Path(__file__).with_name("stack_dags")
 #: the mapped load rw_gate_mapped_clear shares with the dags test DAG rw_gate_mapped
 SHARED_LOADS = Path(__file__).with_name("dags") / "mapped_loads.py"

@@ -9,7 +9,7 @@ import pytest
 
 from tests.gate.gate_runs import ApiServer, dags_test, decisions, gate_env, query, states, xcom
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=0.8)]
 DAG_ID = "rw_gate_sensor"
 
 

@@ -32,7 +32,7 @@ import pytest
 from devstack.stack import ADMIN, AirflowStack, free_port, prepared_sqlite_db
 from tests.hooks.tcp_proxy import TcpProxy
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.2)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.3)]
 
 DAGS = Path(__file__).with_name("outage_dags")
 SERVICES = ("api-server", "scheduler", "dag-processor")

@@ -12,7 +12,7 @@ import pytest
 
 from tests.policy.airflow_runs import evidence, install_dags, query, run_dag, tries
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=2)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=5.5)]
 HOUR = 3600
 
 

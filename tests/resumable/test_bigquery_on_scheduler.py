@@ -72,7 +72,7 @@ from devstack.stack import AirflowStack, sqlite_stack
 from tests.resumable import kept_decisions as kept
 from tests.resumable.kept_decisions import EVIDENCE_KEY, decision_of
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.5)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=3)]
 
 DAGS = Path(__file__).with_name("bigquery_scheduler_dags")
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")

@@ -32,7 +32,7 @@ from devstack.stack import AirflowStack, sqlite_stack
 from tests.resumable import kept_decisions as kept
 from tests.resumable.kept_decisions import EVIDENCE_KEY, decision_of
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=2)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=2.3)]
 
 DAGS = Path(__file__).with_name("dags")
 DAG_FILES = ("stand_in_job_operator.py", "rw_resumable_jobs.py")

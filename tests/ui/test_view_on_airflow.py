@@ -31,7 +31,7 @@ from devstack.stack import ADMIN, ROOT, AirflowStack, sqlite_stack
 from tests.ui import browser
 from tests.ui.auth_manager import OUTSIDER
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=6)]
 
 SCREENSHOT = ROOT / "docs" / "images" / "retry-window-view.png"
 REFUSED = "report"  # on a late day its policy refuses: deadline-infeasible
