@@ -35,6 +35,7 @@ from airflow_retrywindow.notifications.notice import (
 )
 from airflow_retrywindow.notifications.outage import Outage, dependency_notice, outage_of
 from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
+from airflow_retrywindow.records.dependency_state import DependencyRecord
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.redaction import describe_exception
@@ -129,7 +130,7 @@ def _gate_decision(ti: Any) -> Found | Missing:
 
 def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | Missing:
     record = _dependency_record(context, ti)
-    if record is not None and record.get("action") in (HOLD, REFUSE):
+    if record is not None and record.action in (HOLD, REFUSE):
         return _dependency_decision(context, record, ti, task)
     latest = _latest_evidence(context, ti)
     if not isinstance(latest, Mapping):
@@ -159,8 +160,9 @@ def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | 
     )
 
 
-def _dependency_record(context: Mapping[str, Any], ti: Any) -> Mapping[str, Any] | None:
-    """The retry-start check's record of this try on the task's pool, if it kept one."""
+def _dependency_record(context: Mapping[str, Any], ti: Any) -> DependencyRecord | None:
+    """The retry-start check's record of this try on the task's pool, if it kept one it
+    can read."""
     store = context.get("task_state_store")
     if store is None:
         return None
@@ -169,13 +171,14 @@ def _dependency_record(context: Mapping[str, Any], ti: Any) -> Mapping[str, Any]
     except Exception:
         log.warning("Could not read %s from the task state store", DEPENDENCY_KEY)
         return None
-    if not isinstance(record, Mapping) or record.get("tryNumber") != ti.try_number:
+    kept = DependencyRecord.of(record)
+    if kept is None or kept.try_number != ti.try_number:
         return None
-    return record
+    return kept
 
 
 def _dependency_decision(
-    context: Mapping[str, Any], record: Mapping[str, Any], ti: Any, task: Any
+    context: Mapping[str, Any], record: DependencyRecord, ti: Any, task: Any
 ) -> Found:
     """This try's retry, which the retry-start check held or refused on its pool."""
     outage = outage_of(record, ti.try_number)

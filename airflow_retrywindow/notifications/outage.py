@@ -57,7 +57,7 @@ from airflow_retrywindow.dependency.admission import DEADLINE_INFEASIBLE, HOLD, 
 from airflow_retrywindow.dependency.settings import MAX_HOLD
 from airflow_retrywindow.labels import UTC_SHOWN
 from airflow_retrywindow.notifications.notice import Lateness, Notice
-from airflow_retrywindow.records.dependency_state import OPEN, RECOVERING
+from airflow_retrywindow.records.dependency_state import OPEN, RECOVERING, DependencyRecord
 from airflow_retrywindow.verdicts import DEPENDENCY_HELD
 
 #: the Airflow Variable that holds the outage of a pool last told
@@ -142,45 +142,42 @@ class Outage:
 def outage_of(record: object, try_number: int | None) -> Outage | None:
     """The outage the retry-start check's ``record`` was taken in, or ``None``.
 
-    ``None`` when the record is not this try's, neither holds nor refuses, or was
-    taken on a pool that is not failing (closed, or not read). A probe's record is
-    an outage only once the probe has failed: the callback's try is that probe.
+    ``None`` when the record cannot be read, is not this try's, neither holds nor
+    refuses, or was taken on a pool that is not failing (closed, or not read). A
+    probe's record is an outage only once the probe has failed: the callback's try is
+    that probe.
 
-    :param record: the value of the task state store key ``retry_window_dependency``.
+    :param record: the value of the task state store key ``retry_window_dependency``,
+        or the record read from it.
     :param try_number: the try the callback is about.
     """
-    if not isinstance(record, Mapping) or record.get("tryNumber") != try_number:
+    kept = record if isinstance(record, DependencyRecord) else DependencyRecord.of(record)
+    if kept is None or kept.try_number != try_number:
         return None
-    action, state, pool = record.get("action"), record.get("state"), record.get("pool")
-    if action not in (HOLD, REFUSE, PROBE) or state not in _FAILING or not isinstance(pool, str):
+    if kept.action not in (HOLD, REFUSE, PROBE) or kept.state not in _FAILING:
         return None
-    read_at = _time(record.get("readAt"))
-    if read_at is None:
-        return None
-    failing_since = _time(record.get("failingSince"))
-    window = record.get("windowSeconds")
     return Outage(
-        pool=pool,
-        state=f"forced {state} by on-call" if record.get("forced") else str(state),
+        pool=kept.pool,
+        state=f"forced {kept.state} by on-call" if kept.forced else kept.state,
         # forced open by on-call with nothing failing: the outage starts at the read
-        started=failing_since or read_at,
-        read_at=read_at,
-        round_seconds=max(_count(record.get("roundSeconds")), 1),
-        window_seconds=_count(window),
-        failing=_count(record.get("failingTasks")),
-        held=_count(record.get("held")),
-        successes=_count(record.get("successes")),
-        action=str(action),
-        hold_until=_time(record.get("holdUntil")),
-        next_probe=_time(record.get("nextProbe")),
-        budget=_count(record.get("budget")),
-        since_read=failing_since is None,
-        refused=action == REFUSE,
+        started=kept.failing_since or kept.read_at,
+        read_at=kept.read_at,
+        round_seconds=kept.round_seconds,
+        window_seconds=kept.window_seconds,
+        failing=kept.failing_tasks,
+        held=kept.held,
+        successes=kept.successes,
+        action=kept.action,
+        hold_until=kept.hold_until,
+        next_probe=kept.next_probe,
+        budget=kept.budget,
+        since_read=kept.failing_since is None,
+        refused=kept.action == REFUSE,
     )
 
 
 def dependency_notice(
-    record: Mapping[str, Any],
+    record: DependencyRecord,
     task_id: str,
     outage: Outage | None,
     *,
@@ -195,21 +192,21 @@ def dependency_notice(
     :param deadline: the task's deadline, to tell how late a refused retry would end.
     :param work_seconds: one attempt and its validation, in seconds.
     """
-    refused = record.get("action") == REFUSE
-    pool = str(record.get("pool", "its pool"))
-    reason = str(record.get("reason") or record.get("decision") or "no reason was stored")
+    refused = record.action == REFUSE
+    pool = record.pool
+    reason = record.reason or record.decision
     if refused:
         outcome = (
             f"retry refused: it was held while pool {pool} failed, past its latest start; "
             "the task has failed and no further try is scheduled"
         )
     else:
-        until = _time(record.get("holdUntil"))
+        until = record.hold_until
         outcome = (
             f"retry held: the same try waits for pool {pool} and is checked again at "
             f"{_written(until) if until else 'the end of its hold'}; no attempt is spent"
         )
-    read_at = outage.read_at if outage else _time(record.get("readAt"))
+    read_at = outage.read_at if outage else record.read_at
     return Notice(
         task_id=task_id,
         decision=DEADLINE_INFEASIBLE if refused else DEPENDENCY_HELD,
@@ -218,7 +215,7 @@ def dependency_notice(
         refused=refused,
         status=_status(pool, outage, refused=refused),
         lateness=_lateness(read_at, deadline, work_seconds) if refused else None,
-        try_number=record.get("tryNumber") if isinstance(record.get("tryNumber"), int) else None,
+        try_number=record.try_number,
     )
 
 
@@ -344,10 +341,6 @@ def _time(value: object) -> pendulum.DateTime | None:
     except ValueError:
         return None
     return parsed.in_timezone("UTC") if isinstance(parsed, pendulum.DateTime) else None
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _written(when: pendulum.DateTime) -> str:

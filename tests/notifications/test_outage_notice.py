@@ -25,6 +25,7 @@ from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.notifications.held_retry import tell_hold
 from airflow_retrywindow.notifications.message import Message
 from airflow_retrywindow.notifications.outage import NOTICE_VERSION, outage_of, settle
+from airflow_retrywindow.records.dependency_state import DependencyRecord
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY, appended
 from tests.notifications.stored import TASK_ID, policy_entry
 
@@ -361,3 +362,17 @@ def test_an_unreadable_notice_entry_tells_the_outage(kept: object) -> None:
     assert settled.send
     assert settled.entry is not None
     assert settled.entry["failingSince"] == FIRST.isoformat()
+
+
+def test_the_outage_is_read_through_the_records_one_reader() -> None:
+    ti = TaskInstance(TASK_ID, "run_0")
+    fleet = _outage_read(FIRST, FIRST + timedelta(minutes=2))
+    stored = _decided(ti, fleet, latest_start=DEADLINE).values[check.KEY]
+    record = DependencyRecord.of(stored)
+    assert record is not None
+    # the stored value and the record read from it tell the same outage
+    assert outage_of(stored, 2) == outage_of(record, 2) is not None
+    # a record of a shape this release does not read is no outage, nor is another try's
+    assert outage_of({**stored, "version": DependencyRecord.VERSION + 1}, 2) is None
+    assert outage_of({**stored, "readAt": "yesterday"}, 2) is None
+    assert outage_of(record, 3) is None
