@@ -35,6 +35,7 @@ import pendulum
 import psycopg2
 import redis
 
+from airflow_retrywindow.configuration import DEFAULT_SENSOR_SHORT_WAIT
 from devstack import fleet_outage
 from devstack.example import DAG_ID, LATE, ON_TIME, Day, problems, xcom
 from devstack.stack import ROOT, AirflowStack, log
@@ -116,8 +117,16 @@ def run_day(
     return run_id, clock
 
 
-def check_deferral(stack: AirflowStack, run_id: str, clock: SensorClock) -> None:
-    """The sensor waited in the triggerer, not on a worker, and resumed on time."""
+def check_deferral(
+    stack: AirflowStack, run_id: str, clock: SensorClock, *, late_start_allowed: bool = False
+) -> None:
+    """The sensor waited in the triggerer, not on a worker, and resumed on time.
+
+    :param late_start_allowed: a sensor that first evaluates with less than
+        ``[retry_window] sensor_short_wait`` of the backoff left rightly sleeps it in the
+        worker (a machine too busy to start it sooner): accept that, and say so, rather
+        than fail. The triggerer restart's day needs the deferral, so it does not.
+    """
     record = xcom(stack, run_id, "load_retry_window")
     waits = record.get("waits") or []
     if not waits:
@@ -140,10 +149,16 @@ def check_deferral(stack: AirflowStack, run_id: str, clock: SensorClock) -> None
         f"(all its evaluations: {clock.seconds('running'):.1f} s); it ended "
         f"{(resumed_at - until).total_seconds():+.1f} s after the backoff"
     )
+    if late_start_allowed and wait <= DEFAULT_SENSOR_SHORT_WAIT:
+        print(
+            f"    the sensor started with {wait:.1f} s of its backoff left, under the"
+            f" {DEFAULT_SENSOR_SHORT_WAIT:g} s it sleeps in the worker: the deferral is"
+            " checked on the triggerer restart's day"
+        )
     # the evaluation that decides to defer may overlap the wait's first second
-    if held > 1.5:
+    elif held > 1.5:
         raise Failure(f"the sensor held a worker slot for {held:.1f} s of a {wait:.1f} s wait")
-    if deferred < wait - 3:
+    elif deferred < wait - 3:
         raise Failure(f"the sensor was deferred only {deferred:.1f} s of a {wait:.1f} s wait")
     if not until <= resumed_at <= until.add(seconds=30):
         raise Failure(f"the sensor ended at {resumed_at}, not just after {until}")
@@ -209,7 +224,7 @@ def main() -> int:
         stack.start("api-server", "scheduler", "dag-processor", "triggerer", "worker")
         stack.wait_for_dag(DAG_ID)
         run_id, clock = run_day(stack, ON_TIME)
-        check_deferral(stack, run_id, clock)
+        check_deferral(stack, run_id, clock, late_start_allowed=True)
         run_day(stack, LATE)
         run_id, clock = run_day(stack, RESTART_DAY, restart_triggerer=True)
         check_deferral(stack, run_id, clock)
