@@ -409,7 +409,9 @@ with DAG(
         retry_policy=gated(35, 5, safe_repeat=False, failed_statuses=(FAILED,)),
         retries=3,
         retry_delay=timedelta(seconds=10),
-        retry_exponential_backoff=2,
+        # 10 s before try 2, then 30 s before the repeat: long enough that the sensor,
+        # however late a busy machine starts it, waits it out in the triggerer
+        retry_exponential_backoff=3,
         max_retry_delay=timedelta(seconds=60),
     )
 

@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,25 +69,6 @@ def end_group(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-
-
-def keep_niceness(pid: int) -> None:
-    """Give a service started in a session of its own the niceness of the one starting it.
-
-    Where the kernel groups processes by session for scheduling (autogroup), niceness
-    only orders processes within a session: a service started with ``setsid`` would
-    compete with every other session as an equal, whatever ``nice`` its launcher ran
-    under. ``.ci/run`` runs the suite at ``nice 5`` so the distributed path's services
-    come first; this carries that over to the suite's own services.
-
-    :param pid: the service's process id (it leads its session).
-    """
-    niceness = os.nice(0)
-    if niceness <= 0:
-        return
-    # without autogroup the file is absent, and the niceness it inherited already applies
-    with suppress(OSError):
-        Path(f"/proc/{pid}/autogroup").write_text(f"{niceness}\n")
 
 
 @dataclass
@@ -241,7 +222,6 @@ class AirflowStack:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        keep_niceness(self.processes[name].pid)
         log(f"started {name} (pid {self.processes[name].pid})")
 
     def restart(self, name: str) -> None:

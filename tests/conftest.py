@@ -32,6 +32,10 @@ os.environ.update(
         "AIRFLOW__CORE__DAGS_FOLDER": str(AIRFLOW_HOME / "dags"),
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        # the test stacks parse a DAG file when they find it (every 5 s they look), and no
+        # test edits a file once parsed: re-parsing the example DAG every 30 s, Airflow's
+        # default, cost each stack a few per cent of a core for nothing
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
     }
 )
 # the run's workers inherit this process's environment: they share one prepared DB

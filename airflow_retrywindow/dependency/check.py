@@ -5,10 +5,10 @@ The retry-start check (:mod:`airflow_retrywindow.policies.retry_start`) calls
 task's pool through Airflow's REST API with the provider's default connection
 (``[retry_window] default_conn_id``), in at most three requests (the pool's waiting
 and live task instances, its tries ended in the window, the failure classes the
-policy pushed), and a fourth when ``dependency_pools`` names pools (to report a name
-that is no pool). A held retry is rescheduled: same try, no attempt spent. What was
-decided is kept in the try's task state store and as XCom under :data:`KEY`, with the
-pool's state as it was read.
+policy pushed). A ``dependency_pools`` name that is no pool is reported by the view,
+which reads the pools from the metadata DB, not here at every decision. A held retry
+is rescheduled: same try, no attempt spent. What was decided is kept in the try's task
+state store and as XCom under :data:`KEY`, with the pool's state as it was read.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from airflow_retrywindow.dependency.admission import (
 )
 from airflow_retrywindow.dependency.fleet import DependencyState, PoolTry, TaskKey
 from airflow_retrywindow.dependency.pool_read import forced_state, read_fleet
-from airflow_retrywindow.dependency.settings import DependencySettings, PoolSettings
+from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.policies.try_start import REFUSE as REFUSED
 from airflow_retrywindow.policies.try_start import RESCHEDULE, StartVerdict
 from airflow_retrywindow.records.dependency_state import (
@@ -68,7 +68,7 @@ def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
     retry = _retry(context, kept)
     state: DependencyState | None = None
     try:
-        state, released = _read(str(task.pool), settings, ti, pools)
+        state, released = _read(str(task.pool), settings, ti)
     except Exception as error:
         cause = describe_exception(error)
         log.warning("Retry window: pool %s could not be read (%s)", task.pool, cause)
@@ -106,14 +106,11 @@ def reschedule_at(
     return soonest if hold_until is None or hold_until < soonest else hold_until
 
 
-def _read(
-    pool: str, settings: DependencySettings, ti: Any, pools: PoolSettings
-) -> tuple[DependencyState, int]:
+def _read(pool: str, settings: DependencySettings, ti: Any) -> tuple[DependencyState, int]:
     """The pool's state, and the retries let run in this round (counted while it recovers).
 
     A wave is not bounded by the pool's open slots here: a released retry runs only in
-    a slot Airflow's scheduler gave it, so Airflow bounds it. The pools are read only when
-    ``dependency_pools`` names pools, to log a name that is no pool.
+    a slot Airflow's scheduler gave it, so Airflow bounds it.
     """
     # the REST client is a large generated package: imported before the reads' time
     # limit starts, or a loaded worker spends the limit importing it
@@ -134,25 +131,12 @@ def _read(
     )
     fleet = read_fleet(api, pool, settings, forced=forced_state(pool))
     state = fleet.state(settings)
-    if pools.pools:
-        _report_unknown(api, pools)
     if state.state != RECOVERING:
         return state, 0
     own = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1)))
     return state, _released(
         fleet.tries, own, round_start(round_of(fleet.read_at, settings), settings)
     )
-
-
-def _report_unknown(api: Any, pools: PoolSettings) -> None:
-    """Log each pool ``dependency_pools`` names that is no pool: its setting applies to nothing."""
-    existing = api.pools(set(pools.pools))
-    for name in pools.unknown(set(existing)):
-        log.warning(
-            "Retry window: [retry_window] dependency_pools names %r, which is no pool; "
-            "its setting applies to nothing",
-            name,
-        )
 
 
 def _released(tries: Sequence[PoolTry], own: TaskKey, since: pendulum.DateTime) -> int:

@@ -29,6 +29,7 @@ from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response, status
 
+from airflow_retrywindow import configuration
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.links.addresses import MAP_INDEX_PLACEHOLDER, ViewLinks
 from airflow_retrywindow.plugins.decision_rows import (
@@ -41,6 +42,7 @@ from airflow_retrywindow.plugins.dependency_rows import (
     Dependencies,
     dependencies,
     held_by_records,
+    unknown_pool_note,
 )
 from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
 from airflow_retrywindow.plugins.run_summary import (
@@ -205,7 +207,20 @@ def _dependencies(store: RunStore, task_id: str | None = None, map_index: int = 
     """The run's pools as dependencies; the viewed task instance's own record beside its pool's."""
     stored = [(item.task_id, item.map_index, item.value) for item in store.dependency_states()]
     stored += held_by_records(item.value for item in store.decision_records())
-    return dependencies(stored, task_id=task_id, map_index=map_index)
+    return dependencies(
+        stored, task_id=task_id, map_index=map_index, settings=_setting_problems(store)
+    )
+
+
+def _setting_problems(store: RunStore) -> list[str]:
+    """What is wrong with ``[retry_window] dependency_pools``, read as the workers read it."""
+    try:
+        pools = configuration.pool_settings()
+    except ValueError as error:
+        return [str(error)]
+    if not pools.pools:
+        return []  # nothing named: no query
+    return [unknown_pool_note(name) for name in pools.unknown(set(store.pool_names()))]
 
 
 def _paging(page: str, limit: str) -> Paging:

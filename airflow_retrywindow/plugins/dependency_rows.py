@@ -57,17 +57,24 @@ class Dependencies:
 
     :param sections: one per pool, by pool name.
     :param problems: one per stored value that cannot be read.
+    :param settings: what is wrong with the ``[retry_window]`` dependency settings: a
+        pool they name that is no pool, or a value that cannot be used.
     """
 
     sections: tuple[DependencySection, ...] = ()
     problems: tuple[str, ...] = ()
+    settings: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.sections or self.problems)
+        return bool(self.sections or self.problems or self.settings)
 
 
 def dependencies(
-    stored: Iterable[tuple[str, int, object]], *, task_id: str | None = None, map_index: int = -1
+    stored: Iterable[tuple[str, int, object]],
+    *,
+    task_id: str | None = None,
+    map_index: int = -1,
+    settings: Iterable[str] = (),
 ) -> Dependencies:
     """Each pool's latest stored record among the run's task instances.
 
@@ -75,6 +82,7 @@ def dependencies(
     :param task_id: the task instance the page is about, so that its own record is
         shown beside its pool's latest; ``None`` on the run's page.
     :param map_index: its map index.
+    :param settings: what is wrong with the dependency settings (:func:`unknown_pool_note`).
     """
     read: list[tuple[str, DependencyRecord]] = []
     own: dict[str, DependencyRecord] = {}
@@ -92,7 +100,18 @@ def dependencies(
         _section(record, by[id(record)], own.get(record.pool))
         for record in latest_per_pool([record for _, record in read])
     )
-    return Dependencies(sections, tuple(problems))
+    return Dependencies(sections, tuple(problems), tuple(shown(note) for note in settings))
+
+
+def unknown_pool_note(name: str) -> str:
+    """What the view says of a pool ``[retry_window] dependency_pools`` names that is no pool.
+
+    The retry-start check does not look: it would cost every decision a request.
+    """
+    return (
+        f"[retry_window] dependency_pools names {name!r}, which is no pool: its setting "
+        "applies to nothing. Correct the name, or create the pool."
+    )
 
 
 def held_by_records(records: Iterable[object]) -> list[tuple[str, int, object]]:

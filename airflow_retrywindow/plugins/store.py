@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.models.dagrun import DagRun
+from airflow.models.pool import Pool
 from airflow.models.serialized_dag import SerializedDagModel
 from airflow.models.task_state_store import TaskStateStoreModel
 from airflow.models.taskinstance import TaskInstance
@@ -107,6 +108,10 @@ class RunStore:
         Sorted by task id and map index; which is each pool's latest is the reader's to say.
         """
         return self._kept(DEPENDENCY_KEY, None, -1)
+
+    def pool_names(self) -> frozenset[str]:
+        """The name of every pool of the deployment (not only the run's)."""
+        return frozenset(self.session.scalars(select(Pool.pool)))
 
     def decision_records(self, task_id: str | None = None, map_index: int = -1) -> list[Stored]:
         """The gates' and sensors' decision records, sorted by task id and map index.

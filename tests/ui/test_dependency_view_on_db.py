@@ -221,3 +221,33 @@ def test_stored_markup_and_credentials_never_reach_the_page(run_id: str) -> None
         assert "<img" not in page and "<script>" not in page and "<b>not" not in page
         assert "hunter2" not in page
         assert 'data-pool="&lt;img src=x onerror=&#34;alert(1)&#34;&gt;"' in page
+
+
+def test_a_dependency_pools_name_that_is_no_pool_is_said_on_the_runs_pages(
+    run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.models.pool import Pool
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete
+
+    with create_session() as session:
+        session.add(Pool(pool="positions_api", slots=4, include_deferred=False))
+    try:
+        named = {"positions_api": {"round": 30}, "postions_api": "off"}
+        monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__DEPENDENCY_POOLS", json.dumps(named))
+        for page in (_page(run_id), _page(run_id, "load", "0")):
+            assert (
+                "[retry_window] dependency_pools names &#39;postions_api&#39;, which is no "
+                "pool: its setting applies to nothing."
+            ) in page
+            assert "names &#39;positions_api&#39;" not in page  # it exists
+        # a value the workers cannot use is said too, as they would say it
+        monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__DEPENDENCY_POOLS", '["positions_api"]')
+        assert "dependency_pools" in _page(run_id).split('class="problem setting">', 1)[1]
+    finally:
+        with create_session() as session:
+            session.execute(delete(Pool).where(Pool.pool == "positions_api"))
+
+
+def test_without_dependency_pools_the_pages_say_nothing_of_the_settings(run_id: str) -> None:
+    assert 'class="problem setting"' not in _page(run_id)
