@@ -368,7 +368,7 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     params={
-        "deadline_seconds": Param(150, type="integer", minimum=1),
+        "deadline_seconds": Param(240, type="integer", minimum=1),
         "load_committed": Param(
             False,
             type="boolean",
