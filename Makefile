@@ -6,6 +6,11 @@
 # Debian packages of the browser and compose file tests (devstack/install_system_packages.sh);
 # elsewhere it says which and those tests skip.
 PYTHON ?= python3
+# uv leaves compiling to each module's first import, which writes its bytecode for every
+# later process (below). Where the environment sets PYTHONDONTWRITEBYTECODE nothing is
+# written, and every service, test and CLI call compiles Airflow again: on a 2-core machine
+# `import airflow.models` took 12 s of a core instead of 5, and the suite's stacks timed out.
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 BIN := $(VENV)/bin
 # the project and its pinned dependencies: enough for demo, up and bench
