@@ -160,7 +160,9 @@ def check_deferral(
         raise Failure(f"the sensor held a worker slot for {held:.1f} s of a {wait:.1f} s wait")
     elif deferred < wait - 3:
         raise Failure(f"the sensor was deferred only {deferred:.1f} s of a {wait:.1f} s wait")
-    if not until <= resumed_at <= until.add(seconds=30):
+    # the trigger fires at the end; then the scheduler queues the sensor and a worker runs
+    # it: seconds when idle, 34 s once on two busy cores after the triggerer's restart
+    if not until <= resumed_at <= until.add(seconds=60):
         raise Failure(f"the sensor ended at {resumed_at}, not just after {until}")
 
 

@@ -52,6 +52,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+#: seconds a stack's DAG processor may take to parse one DAG file
+PARSE_LIMIT = 300
+
+
 def log(message: str) -> None:
     """Progress for the person waiting."""
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
@@ -119,6 +123,11 @@ class AirflowStack:
             "AIRFLOW__API_AUTH__JWT_SECRET": "retry-window-local-secret",
             "AIRFLOW__CORE__FERNET_KEY": FERNET_KEY,
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # a DAG file's parse, a process that imports Airflow and the provider, took
+            # over 50 s (Airflow's limit) when five stacks booted at once on two busy
+            # cores: it was killed and the DAG never came. Allow minutes.
+            "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": str(PARSE_LIMIT),
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": str(PARSE_LIMIT - 30),
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
@@ -270,7 +279,7 @@ class AirflowStack:
         with self.engine.connect() as db:
             return list(db.execute(sqlalchemy.text(sql), params))
 
-    def wait_for_dag(self, dag_id: str, timeout: float = 120) -> None:
+    def wait_for_dag(self, dag_id: str, timeout: float = PARSE_LIMIT + 60) -> None:
         """Wait until the DAG processor has parsed and stored the DAG."""
 
         def parsed() -> bool:
