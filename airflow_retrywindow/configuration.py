@@ -281,8 +281,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
             """Each pool's own settings, as a JSON object by pool name: "off" switches the
             pool off as a dependency, an object sets any of round, probe_ratio,
             min_probes, trip_tasks, window for it. A name that is no pool is said by
-            the Retry window view, on every run's pages. Empty: every pool but default_pool with the
-            defaults above."""
+            the Retry window view, on every run's pages. Empty: every pool but
+            default_pool with the defaults above."""
         ),
         "version_added": None,
         "type": "string",

@@ -208,7 +208,7 @@ def _dependencies(store: RunStore, task_id: str | None = None, map_index: int = 
     stored = [(item.task_id, item.map_index, item.value) for item in store.dependency_states()]
     stored += held_by_records(item.value for item in store.decision_records())
     return dependencies(
-        stored, task_id=task_id, map_index=map_index, settings=_setting_problems(store)
+        stored, task_id=task_id, map_index=map_index, setting_problems=_setting_problems(store)
     )
 
 

@@ -57,16 +57,16 @@ class Dependencies:
 
     :param sections: one per pool, by pool name.
     :param problems: one per stored value that cannot be read.
-    :param settings: what is wrong with the ``[retry_window]`` dependency settings: a
-        pool they name that is no pool, or a value that cannot be used.
+    :param setting_problems: what is wrong with the ``[retry_window]`` dependency
+        settings: a pool they name that is no pool, or a value that cannot be used.
     """
 
     sections: tuple[DependencySection, ...] = ()
     problems: tuple[str, ...] = ()
-    settings: tuple[str, ...] = ()
+    setting_problems: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.sections or self.problems or self.settings)
+        return bool(self.sections or self.problems or self.setting_problems)
 
 
 def dependencies(
@@ -74,7 +74,7 @@ def dependencies(
     *,
     task_id: str | None = None,
     map_index: int = -1,
-    settings: Iterable[str] = (),
+    setting_problems: Iterable[str] = (),
 ) -> Dependencies:
     """Each pool's latest stored record among the run's task instances.
 
@@ -82,7 +82,8 @@ def dependencies(
     :param task_id: the task instance the page is about, so that its own record is
         shown beside its pool's latest; ``None`` on the run's page.
     :param map_index: its map index.
-    :param settings: what is wrong with the dependency settings (:func:`unknown_pool_note`).
+    :param setting_problems: what is wrong with the dependency settings
+        (:func:`unknown_pool_note`).
     """
     read: list[tuple[str, DependencyRecord]] = []
     own: dict[str, DependencyRecord] = {}
@@ -100,7 +101,7 @@ def dependencies(
         _section(record, by[id(record)], own.get(record.pool))
         for record in latest_per_pool([record for _, record in read])
     )
-    return Dependencies(sections, tuple(problems), tuple(shown(note) for note in settings))
+    return Dependencies(sections, tuple(problems), tuple(shown(note) for note in setting_problems))
 
 
 def unknown_pool_note(name: str) -> str:

@@ -27,7 +27,7 @@ def test_only_the_names_that_are_no_pool_are_unknown() -> None:
 
 
 def test_an_unknown_name_alone_makes_a_dependencies_section_that_says_it() -> None:
-    found = dependencies([], settings=[unknown_pool_note("postions_api")])
+    found = dependencies([], setting_problems=[unknown_pool_note("postions_api")])
     assert found
     page = run_page(LINKS, policy=[], records=[], dependencies=found)
     assert "<h2>Dependencies · 0 pools</h2>" in page
@@ -38,7 +38,7 @@ def test_an_unknown_name_alone_makes_a_dependencies_section_that_says_it() -> No
 
 
 def test_a_note_with_markup_is_escaped() -> None:
-    found = dependencies([], settings=[unknown_pool_note("<b>x</b>")])
+    found = dependencies([], setting_problems=[unknown_pool_note("<b>x</b>")])
     assert "<b>x</b>" not in run_page(LINKS, policy=[], records=[], dependencies=found)
 
 
