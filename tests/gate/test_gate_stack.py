@@ -245,7 +245,9 @@ SKEWED_WORKER = textwrap.dedent(
         except RetryWindowGateError as error:
             return {"refused": str(error), "local": local}
         start = row.earliest_start.isoformat() if row.earliest_start else None
-        return {"decision": row.decision, "earliestStart": start, "local": local, "late": late}
+        decided = pendulum.now("UTC").isoformat()  # the read before it may take a while
+        return {"decision": row.decision, "earliestStart": start, "local": local, "late": late,
+                "decided": decided}
 
 
     def policy(case):
@@ -362,36 +364,48 @@ def test_a_worker_behind_within_the_tolerance_meets_the_deadline_on_the_servers_
     assert policy["reason"].startswith("deadline-infeasible"), policy
 
 
+#: how far the worker's clock runs ahead in the tolerance test, and the tolerance: wide
+#: enough that the gate's reads (20 s on a loaded machine) end inside the backoff
+AHEAD, TOLERANCE = 20, 30
+
+
 def _worker_ahead_at_the_backoffs_end(
     stack: AirflowStack, logical_date: str
 ) -> tuple[pendulum.DateTime, dict[str, Any], dict[str, Any]]:
-    """A failed append, and a worker 6 s ahead deciding its retry 2 s (its clock) past the
-    45 s backoff: when the append ended, and the gate's and the policy's decisions."""
+    """A failed append, and a worker ``AHEAD`` s ahead deciding its retry 2 s (its clock)
+    past the 45 s backoff: when the append ended, and the gate's and the policy's decisions."""
     run_id, ended = _failed_append(stack, logical_date)
-    # the worker's clock, 6 s ahead, reads the 45 s backoff's end 2 s after the fact
-    # while on the server's it has 4 s to run; its deadline, a retry's length less
-    # 3 s away on the worker's clock, fits only on the server's
+    # the worker's clock reads the 45 s backoff's end 2 s after the fact while on the
+    # server's it has AHEAD - 2 s to run; the policy's deadline, a retry's length less 3 s
+    # away on the worker's clock, fits only on the server's
     start_at = ended.add(seconds=45 + 2)
     gate, policy = _skewed_worker(
         stack,
-        "+6s",
+        f"+{AHEAD}s",
         [{"what": "gate", "dag_id": "rw_gate_defer", "run_id": run_id, "deadline_in": 3600,
           "start_at": start_at.isoformat(), "retry_delay": 45},
          {"what": "policy", "deadline_in": 2 + 150 - 3}],
-        clock_skew_tolerance="10",
+        clock_skew_tolerance=str(TOLERANCE),
     )  # fmt: skip
     return ended, gate, policy
+
+
+def _decided_in_the_backoff(ended: pendulum.DateTime, gate: dict[str, Any]) -> bool:
+    """Whether the worker began at the instant this is about and finished its decision
+    while the server's clock was still inside the backoff."""
+    server_end = _when(gate["decided"]).subtract(seconds=AHEAD)
+    return gate["late"] < 0 and server_end < ended.add(seconds=45)
 
 
 def test_a_worker_ahead_within_the_tolerance_keeps_the_stricter_clocks_decision(
     stack: AirflowStack,
 ) -> None:
     ended, gate, policy = _worker_ahead_at_the_backoffs_end(stack, "2026-11-21")
-    if gate["late"] >= 0:
-        # a loaded machine started the worker after the instant this is about: once more,
-        # on a new run, with the worker's imports now warm
+    if not _decided_in_the_backoff(ended, gate):
+        # a loaded machine started the worker, or answered its reads, after the instant
+        # this is about: once more, on a new run, with the worker's imports now warm
         ended, gate, policy = _worker_ahead_at_the_backoffs_end(stack, "2026-11-22")
-    assert gate["late"] < 0, f"the worker started {gate['late']} s too late to test this"
+    assert _decided_in_the_backoff(ended, gate), f"the worker was too slow to test this: {gate}"
     assert _when(gate["local"]) >= ended.add(seconds=45)  # the worker's clock: over
     assert gate["decision"] == "wait-backoff", gate  # the server's: not yet
     assert gate["earliestStart"] is not None

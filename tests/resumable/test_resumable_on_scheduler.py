@@ -50,8 +50,9 @@ KILL_AFTER_SUBMIT = "kill-after-submit"
 
 #: what the service's jobs do, per scenario; the n-th submission of a run plays step n
 SCENARIOS = {
-    # outlives the killed try and the start of its retry: the retry finds it running
-    "runs-40s": Script((Step(running=40),)),
+    # outlives the killed try and the start of its retry, however late a busy machine
+    # starts it (over 40 s after the kill in CI): the retry finds it running
+    "runs-90s": Script((Step(running=90),)),
     # ends FAILED long before the killed try's retry starts; a repeat works
     "fails-then-done": Script((Step(running=1.5, ends=FAILED), Step(running=3))),
     "runs-10s": Script((Step(running=10),)),
@@ -74,7 +75,7 @@ class Case:
 
 
 CASES = (
-    Case("rw_resumable_killed_running", "runs-40s", KILL_DURING_POLL),
+    Case("rw_resumable_killed_running", "runs-90s", KILL_DURING_POLL),
     Case("rw_resumable_lost_then_failed_safe", "fails-then-done", KILL_DURING_POLL),
     Case("rw_resumable_lost_then_failed_unsafe", "fails-then-done", KILL_DURING_POLL),
     Case("rw_resumable_lost_before_id", "runs-10s", KILL_AFTER_SUBMIT),
@@ -82,7 +83,7 @@ CASES = (
     Case("rw_resumable_deadline", "always-fails", deadline_in=30),
     # its try is rescheduled to the end of a 2 s backoff: Airflow 3.3.2's scheduler may fail it
     Case("rw_resumable_short_backoff", "fails-then-done", KILL_DURING_POLL),
-    Case("rw_plain_killed_running", "runs-40s", KILL_DURING_POLL),
+    Case("rw_plain_killed_running", "runs-90s", KILL_DURING_POLL),
     Case("rw_plain_lost_then_failed", "fails-then-done", KILL_DURING_POLL),
     Case("rw_plain_lost_before_id", "runs-10s", KILL_AFTER_SUBMIT),
     Case("rw_plain_deadline", "always-fails", deadline_in=30),
