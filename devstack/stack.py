@@ -54,6 +54,9 @@ def free_port() -> int:
 
 #: seconds a stack's DAG processor may take to parse one DAG file
 PARSE_LIMIT = 300
+#: seconds a stack's scheduler may go without its own heartbeat before it takes itself
+#: for dead (Airflow's default: 30)
+STALL_ALLOWED = 180
 
 
 def log(message: str) -> None:
@@ -129,6 +132,11 @@ class AirflowStack:
             "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": str(PARSE_LIMIT),
             "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": str(PARSE_LIMIT - 30),
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+            # a scheduler whose own heartbeat is older than this takes itself for dead
+            # and resets its running tries (Airflow's orphan adoption): on two busy cores
+            # its SQLite writes once stalled 30 s, Airflow's default, and a try that
+            # succeeded was reset and decided as an unknown outcome
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": str(STALL_ALLOWED),
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             **self.extra_env,
