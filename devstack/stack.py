@@ -57,6 +57,8 @@ PARSE_LIMIT = 300
 #: seconds a stack's scheduler may go without its own heartbeat before it takes itself
 #: for dead (Airflow's default: 30)
 STALL_ALLOWED = 180
+#: seconds a task's supervisor waits for one answer of the execution API (Airflow's: 5)
+ANSWER_ALLOWED = 30
 
 
 def log(message: str) -> None:
@@ -138,6 +140,10 @@ class AirflowStack:
             # succeeded was reset and decided as an unknown outcome
             "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": str(STALL_ALLOWED),
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
+            # a task's supervisor waits this long for each answer of the execution API
+            # (Airflow's default: 5 s): on a starved machine the API server took longer to
+            # answer a try's start, and the supervisor killed a try that had not begun
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": str(ANSWER_ALLOWED),
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             **self.extra_env,
         }
