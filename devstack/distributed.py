@@ -136,12 +136,18 @@ def restart_day(stack: AirflowStack) -> tuple[str, SensorClock]:
         began, until = first_wait(stack, run_id)
         left = (until - began).total_seconds()
         if left > DEFAULT_SENSOR_SHORT_WAIT:
-            break
+            raise Failure(
+                f"the sensor was never seen deferred with {left:.1f} s of its backoff left,"
+                " so the triggerer was not restarted"
+            )
         log(
             f"the sensor started with {left:.1f} s of its backoff left and slept it in the"
             " worker, never deferred: the restart once more, on another day"
         )
-    raise Failure("the sensor was never seen deferred, so the triggerer was not restarted")
+    raise Failure(
+        f"the sensor was never seen deferred on {len(RESTART_DAYS)} days, each started with"
+        " less than the short wait left, so the triggerer was not restarted"
+    )
 
 
 def first_wait(stack: AirflowStack, run_id: str) -> tuple[pendulum.DateTime, pendulum.DateTime]:
