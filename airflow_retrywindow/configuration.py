@@ -237,20 +237,10 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "example": "30",
         "default": "60",
     },
-    "dependency_probe_ratio": {
-        "description": _described(
-            """The share, 0 to 1, of the first tries of the pool in the last round that
-            may probe a failing dependency in a round: max(dependency_min_probes,
-            floor(ratio x first tries))."""
-        ),
-        "version_added": None,
-        "type": "float",
-        "example": "0.1",
-        "default": "0.2",
-    },
     "dependency_min_probes": {
         "description": _described(
-            """The probes every round of a failing dependency gets, 1 to 1000."""
+            """The held retries of a failing dependency that probe it in every round, 1 to
+            100 (drawn from the first 100 retries of the pool a read lists)."""
         ),
         "version_added": None,
         "type": "integer",
@@ -269,7 +259,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
     },
     "dependency_window": {
         "description": _described(
-            """Seconds looked back for a pool's failures and successes, 1 to 86400."""
+            """Seconds looked back at most for a pool's successes since its failing began,
+            1 to 86400 (a failure counts while its retry waits or runs, however old)."""
         ),
         "version_added": None,
         "type": "integer",
@@ -279,8 +270,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "dependency_pools": {
         "description": _described(
             """Each pool's own settings, as a JSON object by pool name: "off" switches the
-            pool off as a dependency, an object sets any of round, probe_ratio,
-            min_probes, trip_tasks, window for it. A name that is no pool is said by
+            pool off as a dependency, an object sets any of round, min_probes,
+            trip_tasks, window for it. A name that is no pool is said by
             the Retry window view, on every run's pages. Empty: every pool but
             default_pool with the defaults above."""
         ),
@@ -658,23 +649,12 @@ def dependency_round() -> int:
     return _whole_number("dependency_round", 1, MAX_DEPENDENCY_ROUND)
 
 
-@reads("dependency_probe_ratio")
-def dependency_probe_ratio() -> float:
-    """The share of first tries that may probe (``[retry_window] dependency_probe_ratio``)."""
-    value = _raw("dependency_probe_ratio")
-    try:
-        ratio = float(value)
-    except ValueError:
-        ratio = math.nan
-    if not (math.isfinite(ratio) and 0 <= ratio <= 1):
-        raise ConfigurationError("dependency_probe_ratio", value, "a number from 0 to 1")
-    return ratio
-
-
 @reads("dependency_min_probes")
 def dependency_min_probes() -> int:
     """The probes of every round (``[retry_window] dependency_min_probes``)."""
-    return _whole_number("dependency_min_probes", 1, MAX_DEPENDENCY_COUNT)
+    from airflow_retrywindow.dependency.settings import MAX_PROBES
+
+    return _whole_number("dependency_min_probes", 1, MAX_PROBES)
 
 
 @reads("dependency_trip_tasks")
@@ -707,7 +687,6 @@ def pool_settings() -> PoolSettings:
 
     defaults = DependencySettings(
         round_seconds=dependency_round(),
-        probe_ratio=dependency_probe_ratio(),
         min_probes=dependency_min_probes(),
         trip_tasks=dependency_trip_tasks(),
         window_seconds=dependency_window(),

@@ -261,20 +261,19 @@ _ENTRIES = (
     ),
     _entry(
         DEPENDENCY_HELD,
-        "pool {pool} is failing since {failing_since} ({failing_tasks} task instances in the "
-        "last {window} s, no success); held until {hold_until}, the next probe round",
+        "pool {pool} is failing since {failing_since} ({failing_tasks} task instances failing, "
+        "no success since); held until {hold_until}, when it is decided again",
         StatusWords(
             _STATE,
             "when pool {pool} recovers; {following} would fail the same way while it is failing",
-            "hold {following} until {hold_until}, the next probe round; it starts once the "
-            "pool recovers, or is refused when it can no longer finish by the deadline "
-            "{deadline}",
-            "the next probe round's result, at {hold_until}",
+            "hold {following} until {hold_until} at the latest; it starts once the pool "
+            "recovers, or is refused when it can no longer finish by the deadline {deadline}",
+            "the pool's state at {hold_until}",
         ),
         rank=HOLDS,
         role=Role.WAITING,
-        next_try="Airflow starts the try again at the next probe round, and it is decided "
-        "again then",
+        next_try="the try starts again when its pool recovers (or at the hold's end), and it "
+        "is decided again then",
         stands="its pool, a shared dependency, is failing; an approval does not bring it "
         "back, so the retry waits for the pool to recover",
     ),

@@ -1,24 +1,29 @@
 """Whether one starting retry runs, probes, waits or is refused while its pool fails (pure).
 
 **Probes.** Rounds of ``round_seconds`` run on the API server's clock. Each round's
-probes are the first ``budget`` task instances of the eligible ones (failing,
-waiting or in a retry, with at least 2 attempts left) ordered by a hash of the pool,
-the round and the task instance. Every worker that reads the same pool in the same
-round orders them alike, so no lock is needed; a task instance probes at most once
-a round (its own task state store remembers the round). The order changes every
-round, so the probes rotate among the task instances.
+probes are the first ``min_probes`` of the retries a read lists (the pool's first 100
+in a retry, by id), ordered by a hash of the pool, the round and the task instance.
+Every worker and triggerer that reads the same pool in the same round orders them
+alike, so no lock is needed; the order changes every round, so the probes rotate. A
+task instance probes at most once a round; one the triggerer woke for a round may
+still start in the next (its worker can start late). Forced ``open``, the pool has none.
 
-**Holds.** A held retry is checked again after its own backoff, doubled at each hold
-(at most :data:`~.settings.MAX_HOLD`), never before the next round nor sooner than
-:data:`MIN_HOLD`, and earlier only for the round in which it is a probe. A spread of
-up to a fifth of the hold or a round, whichever is longer, the same for a given try
-every time, keeps the held retries from starting their workers together. A hold
-never runs past the retry's latest start (the deadline less one attempt and its
+**Holds.** A held retry waits in the triggerer, which reads the pool once a round for
+all its held retries and wakes one only to run or to be refused. Where no triggerer
+answers, a held retry is rescheduled and checked again after its own backoff, doubled
+at each hold (at most :data:`~.settings.MAX_HOLD`), never before the next round nor
+sooner than :data:`MIN_HOLD`, and earlier only for the round in which it is a probe;
+a spread of up to a fifth of the hold or a round, whichever is longer, the same for a
+given try every time, keeps the held retries from starting their workers together. A
+hold never runs past the retry's latest start (the deadline less one attempt and its
 validation); a retry still held there is refused.
 
-**Release.** Once something of the pool succeeds after the latest failure, the
-held retries come back in waves: ``2 x budget`` task instances in the first round,
-twice as many each round after, never more than the pool's open slots.
+**Release.** Once something of the pool succeeds after the failing began, the held
+retries come back in waves: ``2 x (min_probes + successes)`` of the failing task
+instances may run, each chosen by a fixed hash of its own, so every success lets two
+more run, whatever the later successes do: a wave doubles as fast as the released
+retries succeed, and one released never goes back to waiting. Airflow's pool slots
+bound how many of them run at once.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from airflow_retrywindow.dependency.fleet import DependencyState, TaskKey
 from airflow_retrywindow.dependency.settings import MAX_HOLD, DependencySettings
 from airflow_retrywindow.labels import VIEW_CLOCK
 from airflow_retrywindow.model.decisions import Decision
-from airflow_retrywindow.records.dependency_state import CLOSED, OPEN
+from airflow_retrywindow.records.dependency_state import CLOSED, OPEN, RECOVERING
 from airflow_retrywindow.verdicts import DEPENDENCY_HELD
 
 RUN = "run"
@@ -54,6 +59,8 @@ SPREAD = 0.2
 MIN_HOLD = 15
 #: rounds looked ahead for the one in which a held retry probes
 LOOKAHEAD_ROUNDS = 60
+#: a wave lets this many task instances run for each success and each probe of a round
+WAVE_GROWTH = 2
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,9 @@ class Retry:
         included, before its deadline, on the API server's clock.
     :param holds: how often this try was held before.
     :param probed_round: the round it last probed in, if any.
+    :param woken: whether the triggerer woke it from its hold: a failed probe of it is
+        held again rather than spent (so even its last attempt may probe), and the probe
+        it was woken for in the round before may still start.
     """
 
     key: TaskKey
@@ -77,6 +87,12 @@ class Retry:
     latest_start: pendulum.DateTime | None
     holds: int = 0
     probed_round: int | None = None
+    woken: bool = False
+
+    @property
+    def may_probe(self) -> bool:
+        """Whether a failed probe leaves it an attempt, or costs it none."""
+        return self.woken or self.attempts_left >= 2
 
 
 @dataclass(frozen=True)
@@ -121,19 +137,20 @@ def probes_of(
     state: DependencyState, number: int, settings: DependencySettings
 ) -> tuple[TaskKey, ...]:
     """The task instances that probe in round ``number``, in their order."""
-    budget = settings.budget(state.first_tries)
     # the hashes are worked out once per read (:func:`_bases`), not once per comparison;
     # nsmallest keeps sorted()'s order, ties included, at a fraction of its cost
     bases = _bases(state)
     first = heapq.nsmallest(
-        budget, range(len(state.eligible)), key=lambda at: _rank(bases[at], number)
+        settings.min_probes,
+        range(len(state.candidates)),
+        key=lambda at: _rank(bases[at], number),
     )
-    return tuple(state.eligible[at] for at in first)
+    return tuple(state.candidates[at] for at in first)
 
 
 def _probes_in(bases: tuple[int, ...], mine: int, number: int, budget: int) -> bool:
-    """Whether the eligible task instance of hash ``mine`` is among the first ``budget``
-    of round ``number``, ``bases`` the hashes of all of them: one pass, no sort."""
+    """Whether the candidate of hash ``mine`` is among the first ``budget`` of round
+    ``number``, ``bases`` the hashes of all of them: one pass, no sort."""
     own = _rank(mine, number)
     ahead = 0
     for base in bases:
@@ -144,20 +161,11 @@ def _probes_in(bases: tuple[int, ...], mine: int, number: int, budget: int) -> b
     return True
 
 
-def admit(
-    state: DependencyState,
-    retry: Retry,
-    settings: DependencySettings,
-    released_this_round: int = 0,
-) -> Admission:
-    """What ``retry`` does with its pool in ``state``, decided at ``state.read_at``.
-
-    :param released_this_round: retries of the pool let run since this round began,
-        this one not included (only read while the pool recovers).
-    """
+def admit(state: DependencyState, retry: Retry, settings: DependencySettings) -> Admission:
+    """What ``retry`` does with its pool in ``state``, decided at ``state.read_at``."""
     now = state.read_at
     number = round_of(now, settings)
-    budget = settings.budget(state.first_tries)
+    budget = settings.min_probes
     facts = state.describe(settings)
     if state.state == CLOSED:
         return Admission(RUN, RETRY_ELIGIBLE, f"{RETRY_ELIGIBLE}: {facts}", number, budget)
@@ -170,15 +178,30 @@ def admit(
             number,
             budget,
         )
-    if state.state != OPEN and released_this_round < _wave(state, number, budget, settings):
+    if state.state == RECOVERING and released(state, retry, settings) and _in_time(retry, now):
         return Admission(
             RELEASE,
             RETRY_ELIGIBLE,
-            f"{RETRY_ELIGIBLE}: released in a wave of the held retries; {facts}",
+            f"{RETRY_ELIGIBLE}: released in a wave of the held retries "
+            f"({wave(state, settings)} of {state.failing} may run); {facts}",
             number,
             budget,
         )
     return _hold(state, retry, settings, number, budget, facts)
+
+
+def wave(state: DependencyState, settings: DependencySettings) -> int:
+    """How many of the failing task instances a recovering pool lets run: two for each
+    probe of a round and each success since the failing began."""
+    return WAVE_GROWTH * (settings.min_probes + state.successes)
+
+
+def released(state: DependencyState, retry: Retry, settings: DependencySettings) -> bool:
+    """Whether ``retry`` is in the wave: its fixed share of the failing task instances
+    falls below the wave. The share never changes and the wave only grows while the
+    failing shrink, so a released retry stays released."""
+    share = _base(state.pool, retry.key) / 2**64
+    return share * max(state.failing, 1) < wave(state, settings)
 
 
 def unread(
@@ -260,9 +283,9 @@ def _hold_until(
     # spread over a round at least: the held retries do not start their workers together
     until += _spread(retry, max(SPREAD * grown, settings.round_seconds))
     last = round_of(until, settings)
-    if retry.key not in state.eligible:
+    if retry.key not in state.candidates or state.forced or not retry.may_probe:
         return max(until, soonest), None
-    budget = settings.budget(state.first_tries)
+    budget = settings.min_probes
     # looked up once for every round ahead: hashing the eligible keys again for each
     # of up to LOOKAHEAD_ROUNDS rounds cost more than the ranks themselves
     bases, mine = _bases(state), _base(state.pool, retry.key)
@@ -276,22 +299,16 @@ def _hold_until(
 def _probes(
     state: DependencyState, retry: Retry, number: int, settings: DependencySettings
 ) -> bool:
-    return (
-        retry.attempts_left >= 2
-        and retry.probed_round != number
-        and retry.key in probes_of(state, number, settings)
-    )
-
-
-def _wave(state: DependencyState, number: int, budget: int, settings: DependencySettings) -> int:
-    """The retries a recovering pool lets run in round ``number``."""
-    if state.last_success is None:
-        return 0
-    waves = max(number - round_of(state.last_success, settings), 0)
-    # no bound by the pool's open slots here: a released retry runs only in a slot the
-    # scheduler gave it, so Airflow keeps the wave within them
-    size: int = 2 * max(budget, 1) << min(waves, 20)
-    return size
+    """Whether ``retry`` probes now: chosen in this round, or, woken by the triggerer for
+    the round before, in that one if it has not probed since (its worker starts late)."""
+    if state.forced or not retry.may_probe:
+        return False  # forced open: the dependency is known down, nothing probes
+    for round_number in (number, number - 1) if retry.woken else (number,):
+        if retry.probed_round is not None and retry.probed_round >= round_number:
+            continue
+        if retry.key in probes_of(state, round_number, settings):
+            return True
+    return False
 
 
 def _in_time(retry: Retry, now: pendulum.DateTime) -> bool:
@@ -300,8 +317,38 @@ def _in_time(retry: Retry, now: pendulum.DateTime) -> bool:
 
 def _spread(retry: Retry, seconds: float) -> timedelta:
     """Up to ``seconds``, the same for a given try and hold every time."""
-    fraction = _rank(_base("spread", retry.key), retry.try_number * 1000 + retry.holds) / 2**64
+    return spread(retry.key, retry.try_number * 1000 + retry.holds, seconds)
+
+
+def spread(key: TaskKey, salt: int, seconds: float) -> timedelta:
+    """Up to ``seconds``, the same for ``key`` and ``salt`` every time."""
+    fraction = _rank(_base("spread", key), salt) / 2**64
     return timedelta(seconds=round(seconds * fraction if seconds > 0 else 0, 3))
+
+
+def repeat_held_until(
+    state: DependencyState, key: TaskKey, settings: DependencySettings
+) -> pendulum.DateTime:
+    """When a repeat a gate or sensor holds is decided again.
+
+    Like a held retry's: the next round while the pool recovers; while it is open, as
+    long again as the pool has been failing (at least a round, at most
+    :data:`~.settings.MAX_HOLD`), so the holds grow as the outage does. Spread by the
+    task instance over a fifth of the hold or a round, whichever is longer, so the
+    held gates and sensors do not read the pool at the same instant.
+
+    :param state: the pool's state as read.
+    :param key: the task instance whose repeat is held.
+    :param settings: the pool's dependency settings.
+    """
+    now, rounds = state.read_at, settings.round_seconds
+    following = round_start(round_of(now, settings) + 1, settings)
+    if state.state != OPEN or state.failing_since is None:
+        return following + spread(key, 0, rounds)
+    grown = min(max((now - state.failing_since).total_seconds(), rounds), MAX_HOLD)
+    return max(now + timedelta(seconds=grown), following) + spread(
+        key, 0, max(SPREAD * grown, rounds)
+    )
 
 
 _MASK = (1 << 64) - 1
@@ -314,12 +361,12 @@ def _base(pool: str, key: TaskKey) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _bases_of(pool: str, eligible: tuple[TaskKey, ...]) -> tuple[int, ...]:
-    return tuple(_base(pool, key) for key in eligible)
+def _bases_of(pool: str, candidates: tuple[TaskKey, ...]) -> tuple[int, ...]:
+    return tuple(_base(pool, key) for key in candidates)
 
 
 def _bases(state: DependencyState) -> tuple[int, ...]:
-    return _bases_of(state.pool, state.eligible)
+    return _bases_of(state.pool, state.candidates)
 
 
 def _rank(base: int, number: int) -> int:

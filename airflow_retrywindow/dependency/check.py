@@ -1,20 +1,23 @@
 """The dependency check at a retry's start: the Airflow side of :mod:`.admission`.
 
 The retry-start check (:mod:`airflow_retrywindow.policies.retry_start`) calls
-:func:`dependency_verdict` before a decided retry of a gated task runs. It reads the
-task's pool through Airflow's REST API with the provider's default connection
-(``[retry_window] default_conn_id``), in at most three requests (the pool's waiting
-and live task instances, its tries ended in the window, the failure classes the
-policy pushed). A ``dependency_pools`` name that is no pool is reported by the view,
-which reads the pools from the metadata DB, not here at every decision. A held retry
-is rescheduled: same try, no attempt spent. What was decided is kept in the try's task
-state store and as XCom under :data:`KEY`, with the pool's state as it was read.
+:func:`dependency_verdict` before any retry of a gated task runs. It reads the task's
+pool through Airflow's REST API with the provider's default connection
+(``[retry_window] default_conn_id``) in at most three requests (:mod:`.pool_read`),
+within the start check's one time limit. A held retry is deferred to the triggerer
+(:class:`~airflow_retrywindow.triggers.dependency_hold.DependencyHoldTrigger`): same
+try, no attempt spent, no worker while it waits; the trigger wakes it to run or to be
+refused, and this check decides again when it resumes. Where no triggerer answered
+in time, a held retry is rescheduled instead, and the record says so. What was decided
+is kept in the try's task state store and as XCom under :data:`KEY`, with the pool's
+state as it was read.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -27,65 +30,151 @@ from airflow_retrywindow.dependency.admission import (
     PROBE,
     REFUSE,
     RELEASE,
+    RUN,
     Admission,
     Retry,
     admit,
-    round_of,
     round_start,
     unread,
 )
-from airflow_retrywindow.dependency.fleet import DependencyState, PoolTry, TaskKey
-from airflow_retrywindow.dependency.pool_read import forced_state, read_fleet
-from airflow_retrywindow.dependency.settings import DependencySettings
+from airflow_retrywindow.dependency.fleet import DependencyState
+from airflow_retrywindow.dependency.pool_read import forced_state, read_pool
+from airflow_retrywindow.dependency.settings import MAX_HOLD, DependencySettings
+from airflow_retrywindow.policies.try_start import DEFER, RESCHEDULE, StartVerdict
 from airflow_retrywindow.policies.try_start import REFUSE as REFUSED
-from airflow_retrywindow.policies.try_start import RESCHEDULE, StartVerdict
 from airflow_retrywindow.records.dependency_state import (
     KEY,
     OPEN,
-    RECOVERING,
+    TRIGGERER,
     UNREAD,
+    WORKER,
     DependencyRecord,
 )
 from airflow_retrywindow.redaction import describe_exception
+from airflow_retrywindow.timing.time_limit import TimeLimit
 
 log = logging.getLogger(__name__)
 
+#: the context key a probe that may not cost its attempt leaves for the held try's resume
+PROTECTED_PROBE = "retry_window.protected_probe"
 
-def dependency_verdict(context: Mapping[str, Any]) -> StartVerdict | None:
-    """What a decided retry does with its pool: ``None`` runs it, else held or refused.
+
+@dataclass(frozen=True)
+class Hold:
+    """A held try as it is handed to the triggerer.
+
+    :param retry: the held retry.
+    :param pool: its pool.
+    :param settings: the pool's dependency settings.
+    :param watch_until: when the trigger wakes it at the latest.
+    """
+
+    retry: Retry
+    pool: str
+    settings: DependencySettings
+    watch_until: pendulum.DateTime
+
+    def trigger(self) -> Any:
+        """The trigger that holds the try, woken no sooner than :data:`MIN_HOLD`."""
+        from airflow_retrywindow.triggers.dependency_hold import DependencyHoldTrigger
+
+        return DependencyHoldTrigger.holding(
+            self.retry,
+            pool=self.pool,
+            conn_id=configuration.default_conn_id(),
+            settings=self.settings,
+            watch_until=self.watch_until,
+            not_before=pendulum.now("UTC") + timedelta(seconds=MIN_HOLD),
+        )
+
+    def timeout(self, now: pendulum.DateTime) -> timedelta:
+        """How long Airflow waits for the trigger before it resumes the try without it:
+        past the trigger's own end by :func:`grace`, so only a triggerer that never ran
+        the trigger lets it lapse."""
+        return self.watch_until - now + grace(self.settings)
+
+
+def grace(settings: DependencySettings) -> timedelta:
+    """How late past a hold's end a resumed try shows that no triggerer woke it."""
+    return timedelta(seconds=max(60, 2 * settings.round_seconds))
+
+
+def dependency_verdict(
+    context: Mapping[str, Any], limit: TimeLimit | None = None
+) -> StartVerdict | None:
+    """What a retry does with its pool: ``None`` runs it, else held or refused.
 
     A task in ``default_pool``, or in a pool switched off, is not checked. When the pool
     cannot be read, the retry is held for its own backoff (it is not spent, and never
     reaches a dependency nobody could check), and refused at its latest start.
+
+    :param context: the starting try's task context.
+    :param limit: the start check's time limit, which the pool's read shares.
     """
     task, ti = context["task"], context["ti"]
-    pools = configuration.pool_settings()
-    settings = pools.of(str(task.pool))
+    settings = configuration.pool_settings().of(str(task.pool))
     if settings is None:
         return None
-    store = context["task_state_store"]
-    kept = _kept(store.get(KEY), int(ti.try_number))
-    retry = _retry(context, kept)
+    pool = str(task.pool)
+    kept = _kept(context)
+    waits_in = _waits_in(kept, int(ti.try_number))
+    retry = _retry(context, kept, woken=waits_in == TRIGGERER)
     state: DependencyState | None = None
     try:
-        state, released = _read(str(task.pool), settings, ti)
+        state = _read(pool, settings, limit)
     except Exception as error:
         cause = describe_exception(error)
-        log.warning("Retry window: pool %s could not be read (%s)", task.pool, cause)
-        admission = unread(str(task.pool), retry, settings, cause, pendulum.now("UTC"))
+        log.warning("Retry window: pool %s could not be read (%s)", pool, cause)
+        admission = unread(pool, retry, settings, cause, pendulum.now("UTC"))
     else:
-        admission = admit(state, retry, settings, released)
-    _keep(context, store, kept, admission, state, settings)
+        admission = admit(state, retry, settings)
+    late = waits_in == TRIGGERER and _woken_late(kept, settings)
+    waits = None
+    if admission.action == HOLD:
+        waits = WORKER if late or waits_in == WORKER else TRIGGERER
+    hold = _hold(admission, retry, pool, settings) if waits == TRIGGERER else None
+    _keep(context, kept, admission, state, settings, waits, hold)
     log.info("Retry window dependency: %s", admission.reason)
     if admission.action == HOLD:
         from airflow_retrywindow.notifications.held_retry import tell_hold
 
         tell_hold(context)  # never raises: a held retry runs no callback of its own
-        start_at = reschedule_at(admission.hold_until, pendulum.now("UTC"))
+        if hold is not None:
+            return StartVerdict(DEFER, admission.reason, start_at=hold.watch_until, hold=hold)
+        start_at = reschedule_at(admission.hold_until, _server_now(state))
         return StartVerdict(RESCHEDULE, admission.reason, start_at=start_at)
     if admission.action == REFUSE:
         return StartVerdict(REFUSED, admission.reason)
+    if late:
+        # Airflow resumes a lapsed deferral only to fail it: the try starts anew instead
+        return StartVerdict(
+            RESCHEDULE,
+            f"{admission.reason}; no triggerer woke the held try, so it starts again",
+            start_at=reschedule_at(None, _server_now(state)),
+        )
+    if admission.action == PROBE and waits_in == TRIGGERER and retry.attempts_left < 2:
+        context[PROTECTED_PROBE] = _hold(admission, retry, pool, settings)  # type: ignore[index]
     return None
+
+
+def held(context: Mapping[str, Any]) -> bool:
+    """Whether the starting try was held by its pool: it resumes from that hold."""
+    return _waits_in(_kept(context), int(context["ti"].try_number)) is not None
+
+
+def passed(context: Mapping[str, Any]) -> bool:
+    """Whether the starting try already passed its pool (it resumes from the task's own
+    deferral): it is not checked again in the middle of its work."""
+    kept = _kept(context)
+    return (
+        kept is not None
+        and kept.try_number == int(context["ti"].try_number)
+        and kept.action in (RUN, PROBE, RELEASE)
+    )
+
+
+def _kept(context: Mapping[str, Any]) -> DependencyRecord | None:
+    return DependencyRecord.of(context["task_state_store"].get(KEY))
 
 
 def reschedule_at(
@@ -93,124 +182,135 @@ def reschedule_at(
 ) -> pendulum.DateTime:
     """When a held try may start again, as handed to Airflow at ``now``.
 
-    The hold was worked out when the pool was read; on a loaded worker the read, the
-    record's keeping and the notice can outlast it. A reschedule date already past,
-    or only seconds ahead, meets the scheduler's race and fails the held try
+    Both are on the API server's clock, as Airflow's scheduler compares them. The hold
+    was worked out when the pool was read; on a loaded worker the read, the record's
+    keeping and the notice can outlast it. A reschedule date already past, or only
+    seconds ahead, meets the scheduler's race and fails the held try
     (:data:`~airflow_retrywindow.dependency.admission.MIN_HOLD`), so it is never
     sooner than that after the hand-back.
 
     :param hold_until: the end of the hold the admission worked out.
-    :param now: the moment the try hands itself back.
+    :param now: the moment the try hands itself back, on the API server's clock.
     """
     soonest = now + timedelta(seconds=MIN_HOLD)
     return soonest if hold_until is None or hold_until < soonest else hold_until
 
 
-def _read(pool: str, settings: DependencySettings, ti: Any) -> tuple[DependencyState, int]:
-    """The pool's state, and the retries let run in this round (counted while it recovers).
+def _server_now(state: DependencyState | None) -> pendulum.DateTime:
+    """Now on the API server's clock, as the pool's read measured it."""
+    local = pendulum.now("UTC")
+    if state is None:
+        return local
+    return local + state.clock_offset
 
-    A wave is not bounded by the pool's open slots here: a released retry runs only in
-    a slot Airflow's scheduler gave it, so Airflow bounds it.
-    """
-    # the REST client is a large generated package: imported before the reads' time
-    # limit starts, or a loaded worker spends the limit importing it
-    import airflow_client.client  # noqa: F401
 
+def _read(pool: str, settings: DependencySettings, limit: TimeLimit | None) -> DependencyState:
+    """The pool's state, read within the start check's limit."""
     from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
-    from airflow_retrywindow.timing.time_limit import TimeLimit
 
     api = AirflowApiHook(
         configuration.default_conn_id(), timeout=configuration.api_timeout()
     ).get_conn()
-    # bounded from the first request (reading the connection is not): every try and
-    # wait of the reads stays below what the task's supervisor tolerates of an outage
-    api.time_limit = TimeLimit.starting_now(
+    forced = forced_state(pool)
+    # the connection and the Variable are read through the task's supervisor, inside the
+    # limit's time; the requests then wait at most what it has left
+    api.time_limit = limit or TimeLimit.starting_now(
         configuration.clock_read_limit(),
         what="the read of the pool's task instances",
         option="clock_read_limit",
     )
-    fleet = read_fleet(api, pool, settings, forced=forced_state(pool))
-    state = fleet.state(settings)
-    if state.state != RECOVERING:
-        return state, 0
-    own = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1)))
-    return state, _released(
-        fleet.tries, own, round_start(round_of(fleet.read_at, settings), settings)
-    )
+    count = read_pool(api, pool, settings, forced=forced)
+    return count.state(settings)
 
 
-def _released(tries: Sequence[PoolTry], own: TaskKey, since: pendulum.DateTime) -> int:
-    """Retries of the pool, this one aside, that started since the round began."""
-    return sum(
-        1
-        for item in tries
-        if item.key != own
-        and item.try_number >= 2
-        and item.start_date is not None
-        and item.start_date >= since
-        and item.state not in ("up_for_reschedule", "scheduled")
-    )
-
-
-def _retry(context: Mapping[str, Any], kept: Mapping[str, Any]) -> Retry:
+def _retry(context: Mapping[str, Any], kept: DependencyRecord | None, *, woken: bool) -> Retry:
     task, ti = context["task"], context["ti"]
     policy = task.retry_policy
     try_number = int(ti.try_number)
     retry_settings = policy.settings_of(task)
     attempts = retry_settings.attempts_in_window(try_number, int(ti.max_tries))
     work = timedelta(seconds=policy.work.duration_seconds() + policy.work.validation_seconds())
+    same_try = kept is not None and kept.try_number == try_number
     return Retry(
         key=(str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1))),
         try_number=try_number,
         attempts_left=int(ti.max_tries) - try_number + 2,
         backoff_seconds=retry_settings.backoff(max(attempts - 1, 1)),
         latest_start=pendulum.instance(policy.deadline.resolve(context)) - work,
-        holds=int(kept.get("holds", 0)),
-        probed_round=kept.get("probedRound"),
+        holds=kept.holds if same_try and kept is not None else 0,
+        probed_round=kept.probed_round if kept is not None else None,
+        woken=woken,
     )
 
 
-def _kept(value: object, try_number: int) -> dict[str, Any]:
-    """What this try kept of its earlier checks: its holds and the round it probed in."""
-    found = DependencyRecord.of(value)
-    if found is None:
-        return {}
-    if found.try_number != try_number:
-        return {"probedRound": found.probed_round}
-    return {"holds": found.holds, "probedRound": found.probed_round}
+def _waits_in(kept: DependencyRecord | None, try_number: int) -> str | None:
+    """Where this try was held, when this start ends its hold: ``triggerer`` when it
+    resumes from a deferral, ``worker`` when it was rescheduled; ``None`` otherwise."""
+    if kept is None or kept.try_number != try_number or kept.action != HOLD:
+        return None
+    return kept.waits_in or WORKER
+
+
+def _woken_late(kept: DependencyRecord | None, settings: DependencySettings) -> bool:
+    """Whether a deferred try resumes well past its hold's end: no trigger woke it, so
+    Airflow's timeout did (it resumes such a try only to fail it)."""
+    end = kept.hold_until if kept is not None else None
+    return end is not None and pendulum.now("UTC") >= end + grace(settings)
+
+
+def _hold(admission: Admission, retry: Retry, pool: str, settings: DependencySettings) -> Hold:
+    """The hold handed to the triggerer: woken at the latest start, or after an hour."""
+    now = pendulum.now("UTC")
+    until = now + timedelta(seconds=MAX_HOLD)
+    if retry.latest_start is not None:
+        until = min(until, retry.latest_start)
+    probed = admission.round if admission.action == PROBE else retry.probed_round
+    # the triggerer wakes it: a probe it is woken for is held again if it fails
+    held = replace(retry, probed_round=probed, holds=retry.holds + 1, woken=True)
+    return Hold(held, pool, settings, max(until, now + timedelta(seconds=MIN_HOLD)))
 
 
 def _keep(  # noqa: PLR0917
     context: Mapping[str, Any],
-    store: Any,
-    kept: Mapping[str, Any],
+    kept: DependencyRecord | None,
     admission: Admission,
     state: DependencyState | None,
     settings: DependencySettings,
+    waits: str | None,
+    hold: Hold | None,
 ) -> None:
     ti, pool = context["ti"], str(context["task"].pool)
+    try_number = int(ti.try_number)
     read = state if state is not None else DependencyState.unread(pool, pendulum.now("UTC"))
+    holds = kept.holds if kept is not None and kept.try_number == try_number else 0
     record = read.record(
         settings,
-        try_number=int(ti.try_number),
+        try_number=try_number,
         action=admission.action,
         decision=admission.decision,
         reason=admission.reason,
-        budget=admission.budget,
         round_start=round_start(admission.round, settings),
-        hold_until=admission.hold_until,
+        hold_until=hold.watch_until if hold is not None else admission.hold_until,
         next_probe=admission.next_probe,
         # a hold because the pool could not be read waits the own backoff: not a longer one
-        holds=int(kept.get("holds", 0)) + (1 if admission.action == HOLD and state else 0),
-        probed_round=admission.round if admission.action == PROBE else kept.get("probedRound"),
+        holds=holds + (1 if admission.action == HOLD and state else 0),
+        probed_round=admission.round
+        if admission.action == PROBE
+        else (kept.probed_round if kept is not None else None),
+        waits_in=waits,
     )
+    keep_record(context, record)
+    _count(context, pool, admission.action, record.state)
+
+
+def keep_record(context: Mapping[str, Any], record: DependencyRecord) -> None:
+    """Keep ``record`` in the try's task state store and as XCom; never raises."""
     try:
-        store.set(KEY, record.as_dict())
-        ti.xcom_push(key=KEY, value=record.as_dict())
+        context["task_state_store"].set(KEY, record.as_dict())
+        context["ti"].xcom_push(key=KEY, value=record.as_dict())
     except Exception:
         # a hold not kept only forgets how long it has been held: the next one is shorter
         log.exception("Could not store the retry window dependency decision")
-    _count(context, pool, admission.action, record.state)
 
 
 def _count(context: Mapping[str, Any], pool: str, action: str, state: str) -> None:

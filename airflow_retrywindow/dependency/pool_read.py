@@ -1,99 +1,120 @@
 """The read of one pool as a dependency, through Airflow's REST API.
 
-The retry-start check (:mod:`.check`) and the gate (:mod:`airflow_retrywindow.gate.read`)
-both read a pool here, so both see the same state of the same pool. A read is two
-requests (the pool's waiting and live task instances, and its tries ended in the
-window) and a third when a try of the pool ended failed (the failure classes the
-policy pushed, across DAGs). The client is passed in; nothing here imports Airflow
-but :func:`forced_state`, which reads an Airflow Variable when it is called.
+The retry-start check (:mod:`.check`), the triggerer's hold
+(:mod:`airflow_retrywindow.triggers.dependency_hold`) and the gate
+(:mod:`airflow_retrywindow.gate.read`) all read a pool here, so all see the same state
+of the same pool. A read is at most three requests, each a count with at most one page
+of 100 rows, whatever the pool holds (:class:`~.fleet.PoolCount`):
+
+1. the task instances waiting for a retry, and the newest of them (one row);
+2. those in a retry, held or under way, and the first 100 of them by id (the probes'
+   candidates);
+3. the pool's successes since the failing began, and the newest of them (one row):
+   only when enough are failing to trip it.
+
+Every cut-off is on the API server's clock, as the answers before it measured it. The
+client is passed in; nothing here imports Airflow but :func:`forced_state`, which reads
+an Airflow Variable when it is called.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import pendulum
 
 from airflow_retrywindow.dependency.fleet import (
-    ENDED,
-    FAILED,
-    WAITING_OR_LIVE,
-    Fleet,
-    PoolTry,
-    TaskKey,
+    CANDIDATES,
+    IN_RETRY,
+    RETRY_TRIES,
+    SUCCESS,
+    UP_FOR_RETRY,
+    PoolCount,
+    PoolListing,
+    failing_since,
 )
 from airflow_retrywindow.dependency.settings import DependencySettings
-from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.dependency_state import FORCED
 from airflow_retrywindow.redaction import describe_exception
-
-if TYPE_CHECKING:
-    from airflow_retrywindow.hooks.api_reader import XComKey
 
 log = logging.getLogger(__name__)
 
 #: the Airflow Variable on-call sets to force a pool ``open`` or ``closed``
 FORCE_VARIABLE = "retry_window_dependency_{pool}"
-#: the failure classes that count (a terminal failure is the task's own)
-_COUNTED = (evidence.RETRYABLE, evidence.UNKNOWN)
 
 
 class PoolReader(Protocol):
-    """The reads of a pool: those of ``AirflowApiHook(...).get_conn()``."""
+    """The read of a pool: that of ``AirflowApiHook(...).get_conn()``."""
 
-    def pool_tries(
+    def pool_listing(
         self,
         pool: str,
+        states: Collection[str],
         *,
-        states: Collection[str] = (),
+        try_numbers: Collection[int] = (),
         ended_since: datetime | None = None,
-    ) -> list[PoolTry]: ...
+        order_by: str = "id",
+        limit: int = 0,
+    ) -> PoolListing: ...
 
-    def recent_xcom_keys(self, key_prefix: str, since: datetime) -> list[XComKey]: ...
 
-
-def read_fleet(
+def read_pool(
     api: PoolReader,
     pool: str,
     settings: DependencySettings,
     *,
     forced: str | None = None,
     now: pendulum.DateTime | None = None,
-) -> Fleet:
-    """What one read finds of ``pool``: its task instances, read at the API server's "now".
+) -> PoolCount:
+    """What one read counts of ``pool``, at the API server's "now".
 
     :param api: the REST API client.
     :param pool: the pool.
-    :param settings: the pool's dependency settings (its window).
+    :param settings: the pool's dependency settings (its window and trip).
     :param forced: the state on-call forces (:func:`forced_state`), if any.
-    :param now: this worker's "now" (default: the clock's).
+    :param now: this worker's "now" (default: the clock's after the first two requests).
     :raises Exception: whatever the client raises when the pool cannot be read.
     """
+    waiting = api.pool_listing(pool, {UP_FOR_RETRY}, order_by="-end_date", limit=1)
+    in_retry = api.pool_listing(
+        pool, IN_RETRY, try_numbers=RETRY_TRIES, order_by="id", limit=CANDIDATES
+    )
+    # measured by the two answers: the look-back and the read's time are the server's
     local = now or pendulum.now("UTC")
-    since = local - timedelta(seconds=settings.window_seconds)
-    tries = api.pool_tries(pool, states=WAITING_OR_LIVE)
-    tries += api.pool_tries(pool, states=ENDED, ended_since=since)
-    # the failure classes matter only for tries that ended failed: most reads have none
-    counted = (
-        counted_failed(api.recent_xcom_keys(evidence.FAILURE_KEY_PREFIX, since), since)
-        if any(item.state == FAILED for item in tries)
-        else frozenset()
+    read_at = server_now(api, local)
+    last_failure = waiting.first.end_date if waiting.first else None
+    window_start = read_at - timedelta(seconds=settings.window_seconds)
+    since = max(_began(waiting, in_retry) or window_start, window_start)
+    tripped = waiting.total + in_retry.total >= settings.trip_tasks
+    # a pool below its trip is closed whatever succeeded: the third request is not needed
+    successes = (
+        api.pool_listing(pool, {SUCCESS}, ended_since=since, order_by="-end_date", limit=1)
+        if tripped and forced not in FORCED
+        else PoolListing((), 0)
     )
-    return Fleet(pool, server_now(api, local), tuple(tries), counted, forced=forced)
+    return PoolCount(
+        pool=pool,
+        read_at=read_at,
+        waiting=waiting.total,
+        last_failure=last_failure,
+        in_retry=in_retry.total,
+        candidates=in_retry.rows,
+        successes=successes.total,
+        last_success=successes.first.end_date if successes.first else None,
+        since=since,
+        forced=forced,
+        clock_offset=read_at - local,
+    )
 
 
-def counted_failed(keys: Sequence[XComKey], since: pendulum.DateTime) -> frozenset[TaskKey]:
-    """The task instances whose failed try the policy classed retryable or unknown since
-    ``since``, by the XCom keys it pushed."""
-    counted = {evidence.failure_key(name) for name in _COUNTED}
-    return frozenset(
-        (str(key.dag_id), str(key.run_id), key.task_id, key.map_index)
-        for key in keys
-        if key.key in counted and key.timestamp >= since
-    )
+def _began(waiting: PoolListing, in_retry: PoolListing) -> pendulum.DateTime | None:
+    """When the failing began, as far as the read shows: the newest failure waiting for
+    its retry (a success before it recovered nothing), else the oldest retry listed."""
+    newest = waiting.first.end_date if waiting.first else None
+    return newest or failing_since(in_retry.rows, None)
 
 
 def server_now(api: object, now: pendulum.DateTime | None = None) -> pendulum.DateTime:

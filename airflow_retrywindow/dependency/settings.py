@@ -9,7 +9,6 @@ switches off a pool by name, as a JSON object::
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,8 +21,13 @@ MAX_HOLD = 3600
 #: the longest round and look-back a setting may give, in seconds
 MAX_ROUND = 3600
 MAX_WINDOW = 86400
-#: the most task instances a round may probe or a trip may need
+#: the most task instances a trip may need
 MAX_COUNT = 1000
+#: the most retries a round may probe: a read lists 100 candidates
+MAX_PROBES = 100
+#: names ``dependency_pools`` no longer uses and passes over: the probes of a round
+#: no longer scale with first tries, which a read no longer lists
+RETIRED = frozenset({"probe_ratio"})
 
 
 class DependencySettingError(ValueError):
@@ -46,15 +50,13 @@ class DependencySettings:
 
     :param round_seconds: probes are budgeted in rounds of this length on the API
         server's clock.
-    :param probe_ratio: the share of the first tries of the last round that may probe.
-    :param min_probes: the probes every round gets, whatever the first tries.
+    :param min_probes: the held retries that probe in every round.
     :param trip_tasks: how many distinct task instances must be failing to hold retries.
     :param window_seconds: how far back a failure or a success counts.
     :param enabled: ``False`` when the pool is switched off.
     """
 
     round_seconds: int = 60
-    probe_ratio: float = 0.2
     min_probes: int = 1
     trip_tasks: int = 3
     window_seconds: int = 300
@@ -62,26 +64,14 @@ class DependencySettings:
 
     def __post_init__(self) -> None:
         _whole("round", self.round_seconds, 1, MAX_ROUND)
-        _whole("min_probes", self.min_probes, 1, MAX_COUNT)
+        _whole("min_probes", self.min_probes, 1, MAX_PROBES)
         _whole("trip_tasks", self.trip_tasks, 1, MAX_COUNT)
         _whole("window", self.window_seconds, 1, MAX_WINDOW)
-        ratio = self.probe_ratio
-        if (
-            isinstance(ratio, bool)
-            or not isinstance(ratio, int | float)
-            or not (math.isfinite(ratio) and 0 <= ratio <= 1)
-        ):
-            raise DependencySettingError("probe_ratio", ratio, "a number from 0 to 1")
-
-    def budget(self, first_tries: int) -> int:
-        """Probes a round may make: ``max(min_probes, floor(probe_ratio x first_tries))``."""
-        return max(self.min_probes, math.floor(self.probe_ratio * max(first_tries, 0)))
 
     def as_dict(self) -> dict[str, Any]:
         """The settings, as kept beside a decision."""
         return {
             "round": self.round_seconds,
-            "probeRatio": self.probe_ratio,
             "minProbes": self.min_probes,
             "tripTasks": self.trip_tasks,
             "window": self.window_seconds,
@@ -91,7 +81,6 @@ class DependencySettings:
 #: the names ``dependency_pools`` accepts for a pool, and the field each sets
 TUNABLE = {
     "round": "round_seconds",
-    "probe_ratio": "probe_ratio",
     "min_probes": "min_probes",
     "trip_tasks": "trip_tasks",
     "window": "window_seconds",
@@ -159,6 +148,8 @@ def _pool(
         raise DependencySettingError(field, value, f'"off" or an object of {", ".join(TUNABLE)}')
     changes: dict[str, Any] = {}
     for key, setting in value.items():
+        if key in RETIRED:
+            continue
         if key not in TUNABLE:
             raise DependencySettingError(f"{field}.{key}", setting, f"one of {', '.join(TUNABLE)}")
         changes[TUNABLE[key]] = setting

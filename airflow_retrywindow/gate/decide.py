@@ -384,7 +384,8 @@ def _on_dependency(
             decision=row.decision, try_number=try_number, reason="", hold_until=None
         )
         return replace(row, dependency=kept)
-    until = dependency.hold_until(row.earliest_start)
+    # spread by the task instance within the run: its targets' holds end apart
+    until = dependency.hold_until(row.earliest_start, ("", "", row.task_id, row.map_index))
     text = dependency.reason(until, today)
     status = dependency.status(row.label, model, until, today)
     kept = dependency.record(

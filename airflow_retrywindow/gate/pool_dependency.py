@@ -7,7 +7,8 @@ switched off in ``[retry_window] dependency_pools``) as the retry-start check do
 ``trip_tasks``, or forced open by on-call) a repeat the model would let run now or
 after its backoff is ``dependency-held`` instead: it would fail the same way. The
 hold lasts until the pool's next probe round, or the model's earliest start if that
-is later; the gate or sensor decides again then. ``recovering`` and ``closed`` hold
+is later, spread by task instance and growing with the outage; the gate or sensor
+decides again then. ``recovering`` and ``closed`` hold
 nothing. A decision the model refuses stays refused: a refusal is stricter than a
 hold (:mod:`airflow_retrywindow.verdicts`).
 
@@ -23,8 +24,15 @@ from dataclasses import dataclass
 
 import pendulum
 
-from airflow_retrywindow.dependency.admission import HOLD, REFUSE, RUN, round_of, round_start
-from airflow_retrywindow.dependency.fleet import DependencyState
+from airflow_retrywindow.dependency.admission import (
+    HOLD,
+    REFUSE,
+    RUN,
+    repeat_held_until,
+    round_of,
+    round_start,
+)
+from airflow_retrywindow.dependency.fleet import DependencyState, TaskKey
 from airflow_retrywindow.dependency.pool_read import FORCE_VARIABLE
 from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.labels import UTC_CLOCK, UTC_SHOWN
@@ -61,12 +69,16 @@ class PoolDependency:
         found = verdict(decision)
         return self.is_open and found is not None and found.rank > HOLDS
 
-    def hold_until(self, earliest: pendulum.DateTime | None) -> pendulum.DateTime:
-        """When a held repeat is decided again: the pool's next round, or ``earliest``
-        (the model's own earliest start) when that is later."""
-        rounds = self.settings
-        following = round_start(round_of(self.state.read_at, rounds) + 1, rounds)
-        return following if earliest is None or earliest <= following else earliest
+    def hold_until(self, earliest: pendulum.DateTime | None, key: TaskKey) -> pendulum.DateTime:
+        """When a held repeat is decided again: as a held retry is
+        (:func:`~airflow_retrywindow.dependency.admission.repeat_held_until`), or at
+        ``earliest`` (the model's own earliest start) when that is later.
+
+        :param earliest: the model's earliest start of the repeat.
+        :param key: the task instance whose repeat is held.
+        """
+        until = repeat_held_until(self.state, key, self.settings)
+        return until if earliest is None or earliest <= until else earliest
 
     def reason(self, until: pendulum.DateTime, today: pendulum.DateTime) -> str:
         """The reason of a held repeat: the pool and its state as read (the verdicts' words).
@@ -79,8 +91,7 @@ class PoolDependency:
         fields = Fields(
             pool=lambda: self.pool,
             failing_since=lambda: _shown(started, today),
-            failing_tasks=lambda: len(state.failing),
-            window=lambda: self.settings.window_seconds,
+            failing_tasks=lambda: state.failing,
             hold_until=lambda: _shown(until, today),
         )
         return verdict_reason(DEPENDENCY_HELD, fields, subject=self._beside())
@@ -133,7 +144,6 @@ class PoolDependency:
             action=action,
             decision=decision,
             reason=reason or state.describe(settings),
-            budget=settings.budget(state.first_tries),
             round_start=round_start(round_of(state.read_at, settings), settings),
             hold_until=hold_until,
             # no next probe: the gate runs none of its own, the retry-start check plans those

@@ -14,8 +14,8 @@ other:
 * one paged listing of the pools the targets use;
 * for each of those pools that is a dependency (not ``default_pool``, not switched
   off in ``[retry_window] dependency_pools``), its task instances across DAGs, as the
-  retry-start check reads them (:mod:`airflow_retrywindow.dependency.pool_read`): two
-  requests, and a third when a try of the pool ended failed. A pool that cannot be
+  retry-start check reads them (:mod:`airflow_retrywindow.dependency.pool_read`): at
+  most three requests, each a page of at most 100 rows. A pool that cannot be
   read refuses the whole decision, like any read that fails: the gate cannot tell
   whether the repeat would run into a failing dependency.
 
@@ -68,7 +68,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_retrywindow.dependency.pool_read import PoolReader, read_fleet
+from airflow_retrywindow.dependency.pool_read import PoolReader, read_pool
 from airflow_retrywindow.exceptions import RetryWindowGateError, TargetError
 from airflow_retrywindow.gate.pool_dependency import PoolDependency
 from airflow_retrywindow.labels import UNMAPPED, Instance, label
@@ -320,7 +320,7 @@ def read_dependencies(
         if own is None:
             continue  # default_pool, or switched off: nobody's dependency
         try:
-            fleet = read_fleet(client, name, own, forced=forced(name) if forced else None)
+            count = read_pool(client, name, own, forced=forced(name) if forced else None)
         except Exception as error:
             raise RetryWindowGateError(
                 f"pool {name!r}, a dependency of the targets, could not be read "
@@ -328,7 +328,7 @@ def read_dependencies(
                 "would run into a failing dependency and the guarded work does not run; "
                 "check the API connection and run the gate again"
             ) from error
-        found[name] = PoolDependency(fleet.state(own), own)
+        found[name] = PoolDependency(count.state(own), own)
     return found
 
 

@@ -28,7 +28,9 @@ of all targets, every map index of a mapped one included, come from one paged
 ``POST .../taskInstances/list`` with a ``task_ids`` filter (that listing takes
 pages of up to 1000 rows whatever ``[api] maximum_page_limit`` says), the
 failure classes of every task instance from one paged XCom key listing, the
-pools from one paged ``GET /pools``. Only a task instance reset since its last
+pools from one paged ``GET /pools``. A pool read as a dependency takes one
+``GET .../taskInstances`` per count, each a page of at most 100 rows whatever the
+pool holds (:meth:`AirflowApi.pool_listing`). Only a task instance reset since its last
 try (a manual clear) costs one more request, for its earlier tries: Airflow's
 REST API lists the earlier tries of one task instance at a time. A gate with an
 approval task reads that task's human-in-the-loop request and answer in one more
@@ -77,7 +79,7 @@ from airflow_retrywindow.configuration import (
     checked_page_size,
     checked_timeout,
 )
-from airflow_retrywindow.dependency.fleet import PoolTry
+from airflow_retrywindow.dependency.fleet import PoolListing, PoolTry
 from airflow_retrywindow.exceptions import AirflowApiError, ClockError
 from airflow_retrywindow.labels import label
 from airflow_retrywindow.read_retry import (
@@ -116,16 +118,6 @@ UNLIMITED = -1
 #: bytes read from an answer body at a time, so the size cap and the time limit
 #: are checked while it arrives
 _CHUNK = 64 * 1024
-#: the batch listing's answers as the generated client reads them, the rows of a 200
-#: left as bytes (:meth:`AirflowApi._pool_page`)
-_BATCH_AS_BYTES = {
-    "200": "bytearray",
-    "401": "HTTPExceptionResponse",
-    "403": "HTTPExceptionResponse",
-    "404": "HTTPExceptionResponse",
-    "422": "HTTPValidationError",
-}
-
 T = TypeVar("T")
 
 
@@ -459,106 +451,47 @@ class AirflowApi:
             if item.key.startswith(key_prefix)
         ]
 
-    def pool_tries(
+    def pool_listing(
         self,
         pool: str,
+        states: Collection[str],
         *,
-        states: Collection[str] = (),
+        try_numbers: Collection[int] = (),
         ended_since: datetime | None = None,
-    ) -> list[PoolTry]:
-        """The current try of every task instance of ``pool``, across all DAGs and runs.
+        order_by: str = "id",
+        limit: int = 0,
+    ) -> PoolListing:
+        """One page of the task instances of ``pool`` across all DAGs and runs, and how
+        many match: one request (``GET /api/v2/dags/~/dagRuns/~/taskInstances``) whose
+        answer does not grow with the pool.
 
-        One request for up to ``page_size`` rows (the batch listing takes pages of up to
-        1000), more only for a larger pool.
-
-        :param states: only task instances in these states (all when empty).
+        :param states: only task instances in these states.
+        :param try_numbers: only these try numbers (all when empty).
         :param ended_since: only tries that ended at or after this time.
+        :param order_by: the listing's order, e.g. ``-end_date``.
+        :param limit: rows wanted, at most :attr:`page_size` (0: the count alone).
         """
-        from airflow_client.client import TaskInstanceApi, TaskInstanceState
+        from airflow_client.client import TaskInstanceApi
 
         api = TaskInstanceApi(self._client())
-        filters = {
-            "pool": [pool],
-            "state": [TaskInstanceState(name) for name in sorted(states)] or None,
-            "end_date_gte": ended_since,
-        }
-
-        def page(offset: int) -> tuple[list[PoolTry], int]:
-            return self._pool_page(api, self._batch_body(filters, offset))
-
-        return [item for item, _ in self._pages(page, f"task instances of pool {pool!r}")]
-
-    def _pool_page(self, api: Any, body: Any) -> tuple[list[PoolTry], int]:
-        """One page of the batch listing, read into :class:`PoolTry` rows straight from
-        its JSON.
-
-        The generated client's models validate every field of every row: about 15 ms
-        for 1,000 rows, most of what a retry's dependency check costs its worker. The
-        pool's read needs nine fields of each, so it asks the client for the answer's
-        bytes (its errors still raised as the client raises them) and reads those.
-        """
-        from airflow_client.client.exceptions import ApiValueError
-
-        request = api._get_task_instances_batch_serialize(
-            dag_id="~",
-            dag_run_id="~",
-            task_instances_batch_body=body,
-            _request_auth=None,
-            _content_type=None,
-            _headers=None,
-            _host_index=0,
-        )
-        answer = api.api_client.call_api(*request, _request_timeout=self.timeout)
-        answer.read()
-        data = api.api_client.response_deserialize(answer, _BATCH_AS_BYTES).data
-        try:
-            listing = json.loads(data)
-            rows = [_pool_try(row) for row in listing["task_instances"]]
-            return rows, int(listing.get("total_entries") or 0)
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            raise ApiValueError(
-                f"a task instance listing that is not as the API describes it "
-                f"({type(error).__name__}: {_short(str(error), 200)})"
-            ) from None
-
-    def recent_xcom_keys(self, key_prefix: str, since: datetime) -> list[XComKey]:
-        """The XCom keys starting with ``key_prefix`` of every DAG and run pushed since
-        ``since``, newest first: one page (one request), so a deployment that pushed more
-        such keys since then than a page holds (``[api] maximum_page_limit``) shows only
-        the newest.
-
-        :param key_prefix: the start of the keys wanted.
-        :param since: the oldest push wanted.
-        """
-        from airflow_client.client import XComApi
-
-        api = XComApi(self._client())
         answer = self._call(
-            f"XCom keys {key_prefix}* of every DAG",
+            f"task instances of pool {pool!r}",
             partial(
-                api.get_xcom_entries,
+                api.get_task_instances,
                 dag_id="~",
                 dag_run_id="~",
-                task_id="~",
-                xcom_key_prefix_pattern=key_prefix,
-                limit=self.page_size,
+                pool=[pool],
+                state=sorted(states),
+                try_number=sorted(try_numbers) or None,
+                end_date_gte=ended_since,
+                order_by=[order_by],
+                limit=min(limit, self.page_size),
                 offset=0,
-                order_by=["-timestamp"],
                 _request_timeout=self.timeout,
             ),
         )
-        return [
-            XComKey(
-                item.task_id,
-                item.map_index,
-                item.key,
-                _aware(item.timestamp),
-                dag_id=item.dag_id,
-                run_id=item.run_id,
-            )
-            for item in answer.xcom_entries
-            if item.key.startswith(key_prefix) and _aware(item.timestamp) >= since
-        ]
+        rows = tuple(_pool_try(item) for item in answer.task_instances)
+        return PoolListing(rows, int(answer.total_entries or 0))
 
     def xcom_value(
         self, dag_id: str, run_id: str, task_id: str, key: str, map_index: int = -1
@@ -767,7 +700,7 @@ class AirflowApi:
                 raise AirflowApiError(self._refusal(where, error, renewed)) from error
             except AirflowApiError:
                 raise  # the transport's own refusal: a cap, the time limit, the clock
-            except OpenApiException as error:
+            except (OpenApiException, ValueError) as error:  # ValueError: a model refused it
                 raise AirflowApiError(
                     f"the Airflow REST API at {self.base_url} gave an unreadable answer for "
                     f"{where}: {_short(str(error))}"
@@ -1070,19 +1003,19 @@ def _row(item: Any, seen: pendulum.DateTime) -> TaskInstanceRow:
     )
 
 
-def _pool_try(row: dict[str, Any]) -> PoolTry:
-    """One row of the batch listing's JSON (a ``TaskInstanceResponse``) as a try."""
-    map_index, state = row.get("map_index"), row.get("state")
+def _pool_try(item: Any) -> PoolTry:
+    """One row of the task instance listing as a try."""
+    state = item.state
     return PoolTry(
-        dag_id=str(row["dag_id"]),
-        run_id=str(row["dag_run_id"]),
-        task_id=str(row["task_id"]),
-        map_index=int(map_index if map_index is not None else -1),
-        state=None if state is None else str(state),
-        try_number=int(row.get("try_number") or 0),
-        max_tries=int(row.get("max_tries") or 0),
-        start_date=_time(row.get("start_date")),
-        end_date=_time(row.get("end_date")),
+        dag_id=str(item.dag_id),
+        run_id=str(item.dag_run_id),
+        task_id=str(item.task_id),
+        map_index=int(item.map_index if item.map_index is not None else -1),
+        state=None if state is None else str(getattr(state, "value", state)),
+        try_number=int(item.try_number or 0),
+        max_tries=int(item.max_tries or 0),
+        start_date=_aware(item.start_date) if item.start_date else None,
+        end_date=_aware(item.end_date) if item.end_date else None,
     )
 
 

@@ -78,10 +78,9 @@ class Outage:
     :param started: when the pool began failing, as the read showed it.
     :param read_at: when the pool was read, on the API server's clock.
     :param round_seconds: the pool's round.
-    :param window_seconds: how far back the read counted failures.
-    :param failing: distinct task instances failing in the window.
-    :param held: retries held at their start when it was read.
-    :param successes: successes of the pool in the window.
+    :param failing: distinct task instances failing.
+    :param held: task instances in a retry (held or under way) when it was read.
+    :param successes: successes of the pool since the failing began.
     :param action: ``hold``, ``refuse``, or ``probe`` for a probe that failed.
     :param hold_until: when a held retry is checked again.
     :param next_probe: the start of the next round that probes.
@@ -97,7 +96,6 @@ class Outage:
     started: pendulum.DateTime
     read_at: pendulum.DateTime
     round_seconds: int
-    window_seconds: int
     failing: int
     held: int
     successes: int
@@ -133,8 +131,8 @@ class Outage:
         """The outage in one sentence, for a message's body."""
         return (
             f"pool {self.pool} is {self.state}, failing since {_written(self.started)}: "
-            f"{self.failing} task instances failing in the last {self.window_seconds} s, "
-            f"{self.held} retries held, {self.successes} successes (read at "
+            f"{self.failing} task instances failing, {self.held} of them in a retry (held "
+            f"or under way), {self.successes} successes since (read at "
             f"{_written(self.read_at)})"
         )
 
@@ -163,7 +161,6 @@ def outage_of(record: object, try_number: int | None) -> Outage | None:
         started=kept.failing_since or kept.read_at,
         read_at=kept.read_at,
         round_seconds=kept.round_seconds,
-        window_seconds=kept.window_seconds,
         failing=kept.failing_tasks,
         held=kept.held,
         successes=kept.successes,

@@ -38,11 +38,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.records.schema import version_problem
+
+if TYPE_CHECKING:
+    from airflow_retrywindow.timing.time_limit import TimeLimit
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +215,9 @@ def _rescheduled(history: object, try_number: int) -> str | None:
     return None
 
 
-def read_mismatches(ti: Any, try_number: int) -> list[dict[str, Any]]:
+def read_mismatches(
+    ti: Any, try_number: int, limit: TimeLimit | None = None
+) -> list[dict[str, Any]]:
     """Airflow's ``state mismatch`` entries for try ``try_number`` of ``ti``; ``[]`` if unread.
 
     Read through the gates' REST connection (``[retry_window] default_conn_id``).
@@ -220,6 +225,7 @@ def read_mismatches(ti: Any, try_number: int) -> list[dict[str, Any]]:
 
     :param ti: the starting try's task instance.
     :param try_number: the try before it.
+    :param limit: the start check's time limit, which the read shares.
     """
     from airflow_retrywindow import configuration
     from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
@@ -227,7 +233,7 @@ def read_mismatches(ti: Any, try_number: int) -> list[dict[str, Any]]:
 
     try:
         api = AirflowApiHook(
-            configuration.default_conn_id(), timeout=configuration.api_timeout()
+            configuration.default_conn_id(), timeout=configuration.api_timeout(), time_limit=limit
         ).get_conn()
         return api.event_logs(
             ti.dag_id,

@@ -63,6 +63,7 @@ from airflow_retrywindow.timing.jitter import Jitter, TryKey
 from airflow_retrywindow.timing.reasons import MAX_REASON, reason
 from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
 from airflow_retrywindow.timing.skew import decide_at_both_ends, strictest
+from airflow_retrywindow.timing.time_limit import TimeLimit
 from airflow_retrywindow.timing.work import Work
 
 log = logging.getLogger(__name__)
@@ -253,7 +254,12 @@ class RetryWindowPolicy(RetryPolicy):
             return self._cannot_evaluate(error, context, try_number)
 
     def decide_start(
-        self, context: Mapping[str, Any], previous_try: int, lost: LostTry | None = None
+        self,
+        context: Mapping[str, Any],
+        previous_try: int,
+        lost: LostTry | None = None,
+        *,
+        limit: TimeLimit | None = None,
     ) -> StartVerdict:
         """Decide whether a try that started without a handed-over decision may run.
 
@@ -271,6 +277,7 @@ class RetryWindowPolicy(RetryPolicy):
         :param lost: that try, when Airflow's scheduler failed it by its race
             (:mod:`~airflow_retrywindow.policies.lost_try`): the model is given the
             failure it names instead of an unknown outcome.
+        :param limit: the start check's time limit, which the clock's read shares.
         """
         configuration.check()  # a bad [retry_window] value refuses before anything is read
         task = _task_of(context)
@@ -296,7 +303,7 @@ class RetryWindowPolicy(RetryPolicy):
             job=job,
             lost=lost,
         )
-        verdict = self._decide(failed, settings, context, check=RETRY_START).start
+        verdict = self._decide(failed, settings, context, check=RETRY_START, limit=limit).start
         if verdict is None:  # only a failure-time decision comes without one
             raise RuntimeError("the retry-start decision gave no verdict")
         job_scope = scope if job is not None and job.allows else None
@@ -366,10 +373,12 @@ class RetryWindowPolicy(RetryPolicy):
         context: Mapping[str, Any],
         *,
         check: str = "retry-policy",
+        limit: TimeLimit | None = None,
     ) -> Decided:
         tolerance = timedelta(seconds=configuration.clock_skew_tolerance())
         read = ReadTally()
-        clock = server_clock(tolerance, tally=read).check(tolerance)  # too far apart: refused
+        bound = limit.left() if limit is not None else None
+        clock = server_clock(tolerance, tally=read, bound=bound).check(tolerance)  # refused if far
         due = self.deadline.resolve(context)
         settings, jitter = self._spread(settings, failed, context)
         chosen = decide_at_both_ends(

@@ -32,11 +32,15 @@ import logging
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
-from airflow_retrywindow import metrics
-from airflow_retrywindow.dependency.check import dependency_verdict
+import pendulum
+
+from airflow_retrywindow import configuration, metrics
+from airflow_retrywindow.dependency import held_try
+from airflow_retrywindow.dependency.check import dependency_verdict, held, passed
 from airflow_retrywindow.policies import lost_try
 from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.try_start import (
+    DEFER,
     REFUSE,
     RESCHEDULE,
     StartVerdict,
@@ -45,6 +49,7 @@ from airflow_retrywindow.policies.try_start import (
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.start_check import StartCheck
 from airflow_retrywindow.redaction import describe_exception
+from airflow_retrywindow.timing.time_limit import TimeLimit
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,19 @@ class RetryStartCheck:
 
     def __call__(self, context: Mapping[str, Any]) -> None:
         _mark_ran(context)
+        held_try.install(context["task"])
         verdict = self.verdict(context)
+        if verdict is not None and verdict.action == DEFER:
+            from airflow.sdk.exceptions import TaskDeferred
+
+            # the same try waits in the triggerer, holding no worker; resumed, it is
+            # decided again here before anything of the task runs
+            hold = verdict.hold
+            raise TaskDeferred(
+                trigger=hold.trigger(),
+                method_name=held_try.RESUME_METHOD,
+                timeout=hold.timeout(pendulum.now("UTC")),
+            )
         if verdict is not None and verdict.action == RESCHEDULE:
             from airflow.sdk.exceptions import AirflowRescheduleException
 
@@ -85,15 +102,25 @@ class RetryStartCheck:
         verdict = self.verdict(context)
         return (
             None
-            if verdict is None or verdict.action not in (REFUSE, RESCHEDULE)
+            if verdict is None or verdict.action not in (REFUSE, RESCHEDULE, DEFER)
             else verdict.reason
         )
 
     def verdict(self, context: Mapping[str, Any]) -> StartVerdict | None:
-        """What this try does: ``None`` runs it as decided before, else the new verdict."""
+        """What this try does: ``None`` runs it as decided before, else the new verdict.
+
+        Every read it makes (the connection, the Variable, the pool, the server's clock,
+        the lost try's event log) shares one time limit, ``[retry_window]
+        clock_read_limit``, below what the task's supervisor tolerates.
+        """
         task, ti = context["task"], context["ti"]
         policy = task.retry_policy
         try:
+            limit = TimeLimit.starting_now(
+                configuration.clock_read_limit(),
+                what="the retry-start check",
+                option="clock_read_limit",
+            )
             try_number = int(ti.try_number)
             previous = _previous_try_of_window(policy, task, ti)
             history = context["task_state_store"].get(evidence.EVIDENCE_KEY) if previous else None
@@ -101,20 +128,28 @@ class RetryStartCheck:
                 evidence.start_permission(history, try_number) if previous else evidence.DECIDED
             )
             if permission == evidence.STARTED:
-                return None
+                # resumed: from the task's own deferral, or from a dependency hold, which
+                # is decided again
+                return dependency_verdict(context, limit) if held(context) else None
             if permission == evidence.DECIDED:
-                held = dependency_verdict(context) if previous is not None else None
-                if held is not None:
-                    return held
+                checked = previous is not None and not passed(context)
+                found = dependency_verdict(context, limit) if checked else None
+                if found is not None:
+                    return found
                 return self._start_decided(context, first_of_window=previous is None)
             lost = (
-                _lost_try(policy, task, ti, history, previous)
+                _lost_try(policy, task, ti, history, previous, limit)
                 if previous is not None and permission == evidence.UNDECIDED
                 else None
             )
-            verdict: StartVerdict = policy.decide_start(context, previous, lost)
-            if verdict.action not in (REFUSE, RESCHEDULE):
-                self._mark(context, try_number, verdict)
+            verdict: StartVerdict = policy.decide_start(context, previous, lost, limit=limit)
+            if verdict.action in (REFUSE, RESCHEDULE):
+                return verdict
+            # an undecided retry the model lets run meets its pool like any other
+            found = dependency_verdict(context, limit) if previous is not None else None
+            if found is not None:
+                return found
+            self._mark(context, try_number, verdict)
             return verdict
         except Exception as error:
             metrics.gate_error(context, by=metrics.RETRY_START)
@@ -166,8 +201,8 @@ def _previous_try_of_window(policy: Any, task: Any, ti: Any) -> int | None:
     return try_number - 1 if attempts > 1 else None
 
 
-def _lost_try(
-    policy: Any, task: Any, ti: Any, history: object, previous: int
+def _lost_try(  # noqa: PLR0917
+    policy: Any, task: Any, ti: Any, history: object, previous: int, limit: TimeLimit
 ) -> lost_try.LostTry | None:
     """The previous try, when Airflow's scheduler failed it by its race after it handed
     itself back (:mod:`~airflow_retrywindow.policies.lost_try`); the event log is read
@@ -175,7 +210,7 @@ def _lost_try(
     first = policy.settings_of(task).attempts_in_window(previous, int(ti.max_tries)) == 1
     if lost_try.may_be_lost(history, previous, first_of_window=first) is None:
         return None
-    mismatches = lost_try.read_mismatches(ti, previous)
+    mismatches = lost_try.read_mismatches(ti, previous, limit)
     return lost_try.lost_try(history, previous, mismatches, first_of_window=first)
 
 

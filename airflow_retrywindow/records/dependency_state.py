@@ -7,10 +7,14 @@ JSON, under :data:`KEY` in the task state store and in XCom::
 
     {"version": 1, "pool": "positions_api", "state": "open", "forced": null,
      "readAt": "2026-12-04T14:02:11+00:00", "failingSince": "2026-12-04T14:00:03+00:00",
-     "failingTasks": 12, "successes": 0, "firstTries": 12, "held": 10, "budget": 2,
-     "roundStart": "...", "roundSeconds": 60, "lastProbe": null, "nextProbe": "...",
+     "failingTasks": 12, "successes": 0, "held": 10, "budget": 1,
+     "roundStart": "...", "roundSeconds": 60, "nextProbe": "...",
      "tryNumber": 2, "action": "hold", "decision": "dependency-held",
-     "holdUntil": "...", "reason": "dependency-held: pool positions_api is failing ..."}
+     "holdUntil": "...", "reason": "dependency-held: pool positions_api is failing ...",
+     "waitsIn": "triggerer"}
+
+Older records (with ``firstTries`` and ``lastProbe``, which no read counts any more) read
+as they were, those two left out.
 
 :class:`DependencyRecord` is both the writer (:meth:`~DependencyRecord.as_dict`)
 and the reader (:meth:`~DependencyRecord.of`), so the two cannot drift apart.
@@ -44,6 +48,14 @@ UNREAD = "unread"
 STATES = frozenset({CLOSED, OPEN, RECOVERING, UNREAD})
 #: the states a person may force through the Airflow Variable
 FORCED = frozenset({CLOSED, OPEN})
+#: where a held try waits: deferred in the triggerer, or rescheduled (a worker each check)
+TRIGGERER = "triggerer"
+WORKER = "worker"
+WAITS = frozenset({TRIGGERER, WORKER})
+WAITS_WORDS = {
+    TRIGGERER: "in the triggerer, holding no worker",
+    WORKER: "rescheduled, a worker at each check: no triggerer woke it in time",
+}
 #: what the retry-start check did with the try
 ACTIONS = frozenset({"hold", "probe", "release", "run", "refuse"})
 #: what each state means for the held retries, in words
@@ -70,13 +82,11 @@ class DependencyRecord:
     :param read_at: when the pool's task instances were read, on the API server's clock.
     :param failing_since: the first failure of the current outage; ``None`` when not failing.
     :param failing_tasks: distinct task instances of the pool failing in the window.
-    :param successes: successes of the pool in the window.
-    :param first_tries: first tries of the pool in the window (what the probe budget scales with).
-    :param held: task instances held now.
+    :param successes: successes of the pool since the failing began.
+    :param held: task instances in a retry now, held or under way.
     :param budget: probes this round.
     :param round_start: when this round began.
     :param round_seconds: how long a round is.
-    :param last_probe: when the last probe ran; ``None`` when none has.
     :param next_probe: when the next probe round starts; ``None`` when none is planned.
     :param try_number: the try the decision is about.
     :param action: ``hold``, ``probe``, ``release``, ``run`` or ``refuse``.
@@ -88,7 +98,10 @@ class DependencyRecord:
         twice as long as the one before.
     :param probed_round: the last round this task instance probed in: it probes at most
         once a round.
-    :param window_seconds: how far back the failures and successes were counted.
+    :param window_seconds: how far back the successes were counted at most.
+    :param waits_in: where a held try waits: ``triggerer`` (deferred: no worker while it
+        waits) or ``worker`` (rescheduled: a worker start at each check, where no
+        triggerer answered); ``None`` when it is not held.
     """
 
     #: the shape this class writes and reads; any other is not read
@@ -101,12 +114,10 @@ class DependencyRecord:
     failing_since: pendulum.DateTime | None
     failing_tasks: int
     successes: int
-    first_tries: int
     held: int
     budget: int
     round_start: pendulum.DateTime
     round_seconds: int
-    last_probe: pendulum.DateTime | None
     next_probe: pendulum.DateTime | None
     try_number: int
     action: str
@@ -116,6 +127,7 @@ class DependencyRecord:
     holds: int = 0
     probed_round: int | None = None
     window_seconds: int = 0
+    waits_in: str | None = None
 
     def __post_init__(self) -> None:
         """Times become pendulum UTC; a record that would not read back is refused here.
@@ -143,12 +155,10 @@ class DependencyRecord:
             "failingSince": _iso(self.failing_since),
             "failingTasks": self.failing_tasks,
             "successes": self.successes,
-            "firstTries": self.first_tries,
             "held": self.held,
             "budget": self.budget,
             "roundStart": _iso(self.round_start),
             "roundSeconds": self.round_seconds,
-            "lastProbe": _iso(self.last_probe),
             "nextProbe": _iso(self.next_probe),
             "tryNumber": self.try_number,
             "action": self.action,
@@ -158,6 +168,7 @@ class DependencyRecord:
             "holds": self.holds,
             "probedRound": self.probed_round,
             "windowSeconds": self.window_seconds,
+            "waitsIn": self.waits_in,
         }
 
     @classmethod
@@ -192,18 +203,17 @@ class DependencyRecord:
             ("State", STATE_WORDS[self.state] + (forced if self.forced else "")),
             ("Failing since", written(self.failing_since) if self.failing_since else "-"),
             (
-                "In the window",
-                f"{_counted(self.failing_tasks, 'task instance')} failing, "
-                f"{_counted(self.successes, 'success', 'successes')}, "
-                f"{_counted(self.first_tries, 'first try', 'first tries')}",
+                "Failing",
+                f"{_counted(self.failing_tasks, 'task instance')}, "
+                f"{_counted(self.successes, 'success', 'successes')} since it began",
             ),
-            ("Held", f"{_counted(self.held, 'task instance')} held now"),
+            ("In a retry", f"{_counted(self.held, 'task instance')} held or under way now"),
+            *([("Waits", WAITS_WORDS[self.waits_in])] if self.waits_in in WAITS_WORDS else []),
             (
                 "Probes",
                 f"{self.budget} this round (rounds of {self.round_seconds} s, this one "
                 f"from {written(self.round_start)})",
             ),
-            ("Last probe", written(self.last_probe) if self.last_probe else "none yet"),
             ("Next probe", written(self.next_probe) if self.next_probe else "-"),
             (
                 "Read",
@@ -256,7 +266,7 @@ def latest_per_pool(records: list[DependencyRecord]) -> list[DependencyRecord]:
 
 
 #: the attributes that hold a time
-_TIMES = ("read_at", "failing_since", "round_start", "last_probe", "next_probe", "hold_until")
+_TIMES = ("read_at", "failing_since", "round_start", "next_probe", "hold_until")
 
 
 def _fields_of(value: object) -> dict[str, Any]:
@@ -277,12 +287,10 @@ def _fields_of(value: object) -> dict[str, Any]:
         "failing_since": _maybe_instant(value, "failingSince"),
         "failing_tasks": _count(value, "failingTasks"),
         "successes": _count(value, "successes"),
-        "first_tries": _count(value, "firstTries"),
         "held": _count(value, "held"),
         "budget": _count(value, "budget"),
         "round_start": instant(value, "roundStart"),
         "round_seconds": _count(value, "roundSeconds", least=1),
-        "last_probe": _maybe_instant(value, "lastProbe"),
         "next_probe": _maybe_instant(value, "nextProbe"),
         "try_number": _count(value, "tryNumber", least=1),
         "action": _one_of(value, "action", ACTIONS),
@@ -292,6 +300,7 @@ def _fields_of(value: object) -> dict[str, Any]:
         "holds": _count(value, "holds") if "holds" in value else 0,
         "probed_round": None if value.get("probedRound") is None else _count(value, "probedRound"),
         "window_seconds": _count(value, "windowSeconds") if "windowSeconds" in value else 0,
+        "waits_in": None if value.get("waitsIn") is None else _one_of(value, "waitsIn", WAITS),
     }
 
 

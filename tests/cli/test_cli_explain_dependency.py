@@ -29,10 +29,10 @@ def test_a_held_retrys_record_on_its_own_is_explained() -> None:
         "Dependency: pool positions_api",
         "  State:          failing: retries are held, a few run as probes each round",
         "  Failing since:  2026-12-04 14:00:03Z",
-        "  In the window:  12 task instances failing, 0 successes, 12 first tries",
-        "  Held:           10 task instances held now",
+        "  Failing:        12 task instances, 0 successes since it began",
+        "  In a retry:     10 task instances held or under way now",
+        "  Waits:          in the triggerer, holding no worker",
         "  Probes:         2 this round (rounds of 60 s, this one from 2026-12-04 14:02:00Z)",
-        "  Last probe:     none yet",
         "  Next probe:     2026-12-04 14:03:00Z",
         "  Read:           2026-12-04 14:02:11Z (the API server's clock), try 2: hold, held "
         "until 2026-12-04 14:03:00Z",
@@ -42,7 +42,7 @@ def test_a_held_retrys_record_on_its_own_is_explained() -> None:
 def test_a_task_state_store_history_of_it_explains_its_latest() -> None:
     later = held(held=11, read_at=pendulum.datetime(2026, 12, 4, 14, 2, 41)).as_dict()
     text = explained({"latest": later, "decisions": [HELD, later]})
-    assert "  Held:           11 task instances held now" in text.splitlines()
+    assert "  In a retry:     11 task instances held or under way now" in text.splitlines()
 
 
 def _with_dependency(value: Any) -> dict[str, Any]:
@@ -57,24 +57,23 @@ def test_a_decision_carrying_it_shows_it_beside_the_decision_on_the_tables_day()
     record = held(
         read_at=day, failing_since=day.subtract(minutes=2), round_start=day.replace(second=0),
         next_probe=day.add(seconds=40), hold_until=day.add(seconds=40), action="probe",
-        decision="retry-eligible", last_probe=day.subtract(seconds=50),
+        decision="retry-eligible", waits_in=None,
     )  # fmt: skip
     lines = explained(_with_dependency(record.as_dict())).splitlines()
     start = lines.index("Dependency: pool positions_api")
-    assert lines[start + 1 : start + 10] == [
+    assert lines[start + 1 : start + 9] == [
         "  State:          failing: retries are held, a few run as probes each round",
         "  Failing since:  09:25:20Z",
-        "  In the window:  12 task instances failing, 0 successes, 12 first tries",
-        "  Held:           10 task instances held now",
+        "  Failing:        12 task instances, 0 successes since it began",
+        "  In a retry:     10 task instances held or under way now",
         "  Probes:         2 this round (rounds of 60 s, this one from 09:27:00Z)",
-        "  Last probe:     09:26:30Z",
         "  Next probe:     09:28:00Z",
         "  Read:           09:27:20Z (the API server's clock), try 2: probe, held until 09:28:00Z",
         "",
     ]
     # under the table, before the job the decision reconciled; nothing else changes
-    assert lines[start + 10] == "Reconciled before deciding: job load_20261203_a1"
-    assert lines[:start] + lines[start + 10 :] == explained(entry("load", 0)).splitlines()
+    assert lines[start + 9] == "Reconciled before deciding: job load_20261203_a1"
+    assert lines[:start] + lines[start + 9 :] == explained(entry("load", 0)).splitlines()
 
 
 def test_a_dependency_state_that_cannot_be_read_is_said_and_the_decision_still_explained() -> None:

@@ -1,8 +1,10 @@
-"""The dependency's state from a pool's task instances, and what a starting retry does."""
+"""The dependency's state from one read's counts, and what a starting retry does."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pendulum
 import pytest
@@ -16,10 +18,13 @@ from airflow_retrywindow.dependency.admission import (
     Retry,
     admit,
     probes_of,
+    released,
+    repeat_held_until,
     round_of,
     round_start,
 )
-from airflow_retrywindow.dependency.fleet import Fleet, PoolTry
+from airflow_retrywindow.dependency.fleet import CANDIDATES, DependencyState, PoolTry
+from airflow_retrywindow.dependency.pool_read import read_pool
 from airflow_retrywindow.dependency.settings import (
     MAX_HOLD,
     DependencySettingError,
@@ -27,6 +32,7 @@ from airflow_retrywindow.dependency.settings import (
     PoolSettings,
 )
 from airflow_retrywindow.records.dependency_state import CLOSED, OPEN, RECOVERING
+from tests.gate.fake_reader import FakeReader
 
 SETTINGS = DependencySettings()
 #: the start of a round, so that tests know where rounds begin
@@ -34,7 +40,7 @@ T0 = round_start(round_of(pendulum.datetime(2026, 12, 4, 14, tz="UTC"), SETTINGS
 POOL = "positions_api"
 
 
-def a_try(number: int, state: str, try_number: int = 2, **times: pendulum.DateTime) -> PoolTry:
+def a_try(number: int, state: str, try_number: int = 2, **times: Any) -> PoolTry:
     return PoolTry(
         dag_id="dag",
         run_id="run",
@@ -42,14 +48,22 @@ def a_try(number: int, state: str, try_number: int = 2, **times: pendulum.DateTi
         map_index=-1,
         state=state,
         try_number=try_number,
-        max_tries=3,
+        max_tries=times.get("max_tries", 3),
         start_date=times.get("start", T0 - timedelta(seconds=20)),
         end_date=times.get("end"),
     )
 
 
-def retry_of(item: PoolTry, **changes: object) -> Retry:
-    fields: dict[str, object] = {
+def read(tries: list[PoolTry], at: pendulum.DateTime, **given: Any) -> DependencyState:
+    """The pool's state as the REST API's listings of ``tries`` give it at ``at``."""
+    reader = FakeReader([], pool_tries={POOL: tries})
+    return read_pool(reader, POOL, given.pop("settings", SETTINGS), now=at, **given).state(
+        given.get("settings", SETTINGS)
+    )
+
+
+def retry_of(item: PoolTry, **changes: Any) -> Retry:
+    fields: dict[str, Any] = {
         "key": item.key,
         "try_number": item.try_number,
         "attempts_left": item.max_tries - item.try_number + 2,
@@ -57,86 +71,160 @@ def retry_of(item: PoolTry, **changes: object) -> Retry:
         "latest_start": T0 + timedelta(hours=1),
     }
     fields.update(changes)
-    return Retry(**fields)  # type: ignore[arg-type]
+    return Retry(**fields)
 
 
-def outage(count: int = 12, at: pendulum.DateTime = T0 + timedelta(seconds=15)) -> Fleet:
-    """``count`` task instances whose retries all started at once against a down service."""
-    tries = tuple(a_try(n, "running", start=at) for n in range(count))
-    return Fleet(POOL, at + timedelta(seconds=1), tries)
+def held_retries(
+    count: int = 12, at: pendulum.DateTime = T0 + timedelta(seconds=15)
+) -> list[PoolTry]:
+    """``count`` retries held at their start against a down service (in the triggerer)."""
+    return [a_try(n, "deferred", start=at) for n in range(count)]
 
 
-def test_retries_started_together_after_failures_open_the_breaker() -> None:
-    state = outage().state(SETTINGS)
+def outage(count: int = 12) -> DependencyState:
+    return read(held_retries(count), T0 + timedelta(seconds=16))
+
+
+def test_retries_held_together_open_the_breaker() -> None:
+    state = outage()
     assert state.state == OPEN
-    assert len(state.failing) == 12 and len(state.eligible) == 12
+    assert state.failing == 12 and len(state.candidates) == 12
 
 
 def test_fewer_failing_task_instances_than_the_trip_leave_it_closed() -> None:
-    assert outage(count=2).state(SETTINGS).state == CLOSED
-    retry = retry_of(outage(count=2).tries[0])
-    assert admit(outage(count=2).state(SETTINGS), retry, SETTINGS).action == RUN
+    state = outage(count=2)
+    assert state.state == CLOSED
+    assert admit(state, retry_of(held_retries(2)[0]), SETTINGS).action == RUN
 
 
-def test_a_terminal_failure_ends_failed_and_does_not_count() -> None:
+def test_first_tries_under_way_and_terminal_failures_do_not_count() -> None:
     ended = T0 + timedelta(seconds=5)
-    tries = tuple(a_try(n, "failed", try_number=1, end=ended) for n in range(5))
-    read = Fleet(POOL, ended + timedelta(seconds=1), tries)
-    assert read.state(SETTINGS).state == CLOSED
-    # the same failures, classed unknown by the policy (its XCom key): they count
-    counted = frozenset(item.key for item in tries)
-    assert Fleet(POOL, read.read_at, tries, counted).state(SETTINGS).state == OPEN
+    tries = [
+        *(a_try(n, "failed", try_number=1, end=ended) for n in range(5)),
+        *(a_try(10 + n, "running", try_number=1) for n in range(20)),
+        *(a_try(40 + n, "deferred", try_number=1) for n in range(20)),
+    ]
+    assert read(tries, ended + timedelta(seconds=1)).state == CLOSED
+
+
+def test_a_failure_counts_while_its_retry_waits_however_long_the_retry_delay() -> None:
+    # failed an hour ago, its retry_delay not over: far past the look-back window
+    long_ago = T0 - timedelta(hours=1)
+    tries = [a_try(n, "up_for_retry", try_number=1, end=long_ago) for n in range(4)]
+    state = read(tries, T0)
+    assert state.state == OPEN and state.failing == 4
 
 
 def test_each_round_probes_its_budget_and_every_other_retry_is_held() -> None:
-    state = outage().state(SETTINGS)
-    actions = [admit(state, retry_of(item), SETTINGS).action for item in outage().tries]
-    assert actions.count(PROBE) == SETTINGS.budget(state.first_tries) == 1
+    state = outage()
+    actions = [admit(state, retry_of(item), SETTINGS).action for item in held_retries()]
+    assert actions.count(PROBE) == SETTINGS.min_probes == 1
     assert actions.count(HOLD) == 11
 
 
-def test_workers_reading_the_same_pool_in_the_same_round_pick_the_same_probes() -> None:
-    one = outage().state(SETTINGS)
-    later = Fleet(POOL, one.read_at + timedelta(seconds=30), outage().tries).state(SETTINGS)
+def test_readers_of_the_same_pool_in_the_same_round_pick_the_same_probes() -> None:
+    one = outage()
+    later = read(held_retries(), one.read_at + timedelta(seconds=30))
     number = round_of(one.read_at, SETTINGS)
     assert round_of(later.read_at, SETTINGS) == number
     assert probes_of(one, number, SETTINGS) == probes_of(later, number, SETTINGS)
 
 
 def test_probes_rotate_among_the_task_instances_over_rounds() -> None:
-    state = outage().state(SETTINGS)
+    state = outage()
     number = round_of(state.read_at, SETTINGS)
     probes = {probes_of(state, number + ahead, SETTINGS)[0] for ahead in range(40)}
     assert len(probes) >= 8
 
 
-def test_a_task_instance_probes_once_a_round() -> None:
-    state = outage().state(SETTINGS)
+def test_a_probe_may_start_in_the_round_after_it_was_chosen_but_probes_once() -> None:
+    state = outage()
     number = round_of(state.read_at, SETTINGS)
     (probe,) = probes_of(state, number, SETTINGS)
-    item = next(each for each in outage().tries if each.key == probe)
+    item = next(each for each in held_retries() if each.key == probe)
     assert admit(state, retry_of(item), SETTINGS).action == PROBE
     assert admit(state, retry_of(item, probed_round=number), SETTINGS).action == HOLD
+    # woken for it, its worker starts in the next round: it still probes, once
+    later = replace(state, read_at=round_start(number + 1, SETTINGS) + timedelta(seconds=2))
+    if probe not in probes_of(later, number + 1, SETTINGS):
+        assert admit(later, retry_of(item, woken=True), SETTINGS).action == PROBE
+        assert admit(later, retry_of(item), SETTINGS).action == HOLD  # not woken for it
+        woken_and_probed = retry_of(item, woken=True, probed_round=number)
+        assert admit(later, woken_and_probed, SETTINGS).action == HOLD
 
 
-def test_a_task_instance_with_one_attempt_left_never_probes() -> None:
-    tries = tuple(a_try(n, "running", try_number=4, start=T0) for n in range(5))
-    state = Fleet(POOL, T0 + timedelta(seconds=1), tries).state(SETTINGS)
-    assert state.state == OPEN and state.eligible == ()
-    assert {admit(state, retry_of(item), SETTINGS).action for item in tries} == {HOLD}
+def test_a_read_lists_at_most_a_page_of_candidates_whatever_the_pool_holds() -> None:
+    tries = held_retries(10_000)
+    reader = FakeReader([], pool_tries={POOL: tries})
+    count = read_pool(reader, POOL, SETTINGS, now=T0 + timedelta(seconds=16))
+    assert count.in_retry == 10_000 and len(count.candidates) == CANDIDATES
+    assert len(reader.calls) == 3  # waiting, in a retry, successes since the failing began
 
 
-def test_the_budget_follows_the_first_tries_of_the_last_round() -> None:
-    assert SETTINGS.budget(0) == 1
-    assert SETTINGS.budget(12) == 2  # floor(0.2 x 12)
-    assert SETTINGS.budget(100) == 20
+def test_a_closed_pool_is_read_in_two_requests() -> None:
+    reader = FakeReader([], pool_tries={POOL: held_retries(2)})
+    read_pool(reader, POOL, SETTINGS, now=T0)
+    assert len(reader.calls) == 2
 
 
-def test_a_hold_waits_the_retrys_own_backoff_doubled_at_each_hold_and_at_least_a_round() -> None:
-    state = outage().state(SETTINGS)
+def test_the_cut_offs_are_on_the_api_servers_clock() -> None:
+    """The worker's clock is 40 s behind the server's: the look-back starts on the server's."""
+    reader = FakeReader([], pool_tries={POOL: held_retries()})
+    offset = timedelta(seconds=40)
+    reader.clock_offset = type("Offset", (), {"low": offset, "high": offset})()  # type: ignore[attr-defined]
+    local = T0 + timedelta(minutes=30)
+    count = read_pool(reader, POOL, SETTINGS, now=local)
+    assert count.read_at == local + offset
+    assert count.since == local + offset - timedelta(seconds=SETTINGS.window_seconds)
+
+
+def test_a_retry_with_one_attempt_left_probes_only_where_its_failed_probe_is_held_again() -> None:
+    """retries=1: every held retry is on its last attempt. Waiting in the triggerer, a failed
+    probe is held again rather than spent, so one probes each round; rescheduled (no
+    triggerer), none may, as a failed probe would spend the last attempt."""
+    tries = [a_try(n, "deferred", try_number=2, max_tries=1) for n in range(5)]
+    state = read(tries, T0 + timedelta(seconds=1))
+    assert state.state == OPEN
+    number = round_of(state.read_at, SETTINGS)
+    chosen = {*probes_of(state, number, SETTINGS), *probes_of(state, number - 1, SETTINGS)}
+    woken = {item.key for item in tries if admit(state, retry_of(item, woken=True), SETTINGS).runs}
+    assert woken == chosen and 1 <= len(woken) <= 2  # this round's, and the last one's
+    spent = {admit(state, retry_of(item), SETTINGS).action for item in tries}
+    assert spent == {HOLD}
+
+
+def test_forced_open_sends_no_probe_and_forced_closed_holds_nothing() -> None:
+    at = T0 + timedelta(seconds=16)
+    forced_open = read(held_retries(), at, forced=OPEN)
+    assert {admit(forced_open, retry_of(item), SETTINGS).action for item in held_retries()} == {
+        HOLD
+    }
+    assert forced_open.describe(SETTINGS) == "pool positions_api is forced open by on-call"
+    forced_closed = read(held_retries(), at, forced=CLOSED)
+    assert {admit(forced_closed, retry_of(item), SETTINGS).action for item in held_retries()} == {
+        RUN
+    }
+    assert read([], at, forced=OPEN).state == OPEN
+
+
+def test_a_held_retry_is_refused_at_its_latest_start_not_before() -> None:
+    state = outage()
     number = round_of(state.read_at, SETTINGS)
     probes = set(probes_of(state, number, SETTINGS))
-    held = next(item for item in outage().tries if item.key not in probes)
+    held = next(item for item in held_retries() if item.key not in probes)
+    latest = state.read_at + timedelta(seconds=90)
+    found = admit(state, retry_of(held, latest_start=latest), SETTINGS)
+    assert found.action == HOLD and found.hold_until is not None and found.hold_until <= latest
+    refused = admit(replace(state, read_at=latest), retry_of(held, latest_start=latest), SETTINGS)
+    assert refused.action == REFUSE and refused.decision == "deadline-infeasible"
+    assert "positions_api" in refused.reason and "deadline" in refused.reason
+
+
+def test_a_rescheduled_hold_waits_its_own_backoff_doubled_at_each_hold() -> None:
+    state = outage()
+    number = round_of(state.read_at, SETTINGS)
+    probes = set(probes_of(state, number, SETTINGS))
+    held = next(item for item in held_retries() if item.key not in probes)
     waits = []
     for holds in range(12):
         found = admit(state, retry_of(held, holds=holds), SETTINGS)
@@ -144,91 +232,75 @@ def test_a_hold_waits_the_retrys_own_backoff_doubled_at_each_hold_and_at_least_a
         assert found.hold_until >= round_start(number + 1, SETTINGS)
         wait = (found.hold_until - state.read_at).total_seconds()
         grown = min(15 * 2**holds, MAX_HOLD)
+        assert wait <= grown * 1.2 + SETTINGS.round_seconds
         if found.next_probe is None:
-            # its own backoff doubled, spread by at most a fifth of it
-            assert grown <= wait <= grown * 1.2 + SETTINGS.round_seconds
-        else:
-            # earlier only for the round in which it probes
-            at = round_of(found.next_probe, SETTINGS)
-            assert held.key in probes_of(state, at, SETTINGS)
-            assert wait <= grown * 1.2 + SETTINGS.round_seconds
+            assert grown <= wait
         waits.append(wait)
     assert waits[3] > waits[0] > 0
 
 
-def test_a_held_retry_is_refused_at_its_latest_start_not_before() -> None:
-    state = outage().state(SETTINGS)
-    number = round_of(state.read_at, SETTINGS)
-    probes = set(probes_of(state, number, SETTINGS))
-    held = next(item for item in outage().tries if item.key not in probes)
-    latest = state.read_at + timedelta(seconds=90)
-    found = admit(state, retry_of(held, latest_start=latest), SETTINGS)
-    assert found.action == HOLD and found.hold_until is not None and found.hold_until <= latest
-    at_latest = Fleet(POOL, latest, outage().tries).state(SETTINGS)
-    refused = admit(at_latest, retry_of(held, latest_start=latest), SETTINGS)
-    assert refused.action == REFUSE and refused.decision == "deadline-infeasible"
-    assert "positions_api" in refused.reason and "deadline" in refused.reason
-
-
-def test_a_success_after_the_latest_failure_releases_the_held_retries_in_waves() -> None:
-    failed_at = T0 + timedelta(seconds=10)
+def test_a_success_after_the_failing_began_releases_the_held_retries_in_waves() -> None:
     succeeded_at = T0 + timedelta(seconds=70)
-    tries = (
-        *(a_try(n, "up_for_reschedule", end=failed_at) for n in range(10)),
-        a_try(10, "up_for_retry", end=failed_at),
-        a_try(
-            11, "success", try_number=3, start=succeeded_at - timedelta(seconds=1), end=succeeded_at
-        ),
-    )
-    read = Fleet(POOL, succeeded_at + timedelta(seconds=5), tries)
-    state = read.state(SETTINGS)
-    assert state.state == RECOVERING
-    retry = retry_of(tries[0])
-    assert admit(state, retry, SETTINGS, released_this_round=0).action == RELEASE
-    first_wave = 2 * SETTINGS.budget(state.first_tries)
-    held = admit(state, retry, SETTINGS, released_this_round=first_wave)
-    assert held.action == HOLD and held.hold_until is not None
-    assert held.hold_until <= round_start(round_of(read.read_at, SETTINGS) + 2, SETTINGS)
+    tries = [
+        *held_retries(40),
+        a_try(99, "success", try_number=3, start=succeeded_at, end=succeeded_at),
+    ]
+    state = read(tries, succeeded_at + timedelta(seconds=5))
+    assert state.state == RECOVERING and state.successes == 1
+    actions = [admit(state, retry_of(item), SETTINGS).action for item in held_retries(40)]
+    # two for the round's probe and two for the success, of forty
+    assert 1 <= actions.count(RELEASE) <= 12
+    assert actions.count(RELEASE) + actions.count(HOLD) == 40
 
 
 def test_a_success_from_before_the_failing_began_does_not_recover_it() -> None:
-    earlier = a_try(20, "success", try_number=3, end=T0 - timedelta(seconds=200))
-    read = outage()
-    state = Fleet(POOL, read.read_at, (*read.tries, earlier)).state(SETTINGS)
-    assert state.successes == 1
-    assert state.state == OPEN
+    earlier = a_try(20, "success", try_number=3, end=T0 - timedelta(seconds=60))
+    assert read([*held_retries(), earlier], T0 + timedelta(seconds=16)).state == OPEN
 
 
-def test_held_retries_checked_after_the_recovery_do_not_open_it_again() -> None:
-    succeeded_at = T0 + timedelta(seconds=70)
-    after = succeeded_at + timedelta(seconds=20)
-    tries = (
-        # held retries whose checks ended after the probe's success, and one checking now
-        *(a_try(n, "up_for_reschedule", end=after) for n in range(6)),
-        a_try(6, "running", start=after),
-        a_try(7, "success", try_number=3, end=succeeded_at),
-    )
-    state = Fleet(POOL, after + timedelta(seconds=5), tries).state(SETTINGS)
-    assert state.state == RECOVERING
-    # two rounds without a success, and nothing seen to end failed: open again, to probe
-    later = Fleet(POOL, succeeded_at + timedelta(seconds=150), tries).state(SETTINGS)
-    assert later.state == OPEN
+def test_a_released_retry_that_fails_again_opens_it_again() -> None:
+    tries = [
+        *held_retries(5),
+        a_try(5, "success", end=T0 + timedelta(seconds=30)),
+        a_try(6, "up_for_retry", end=T0 + timedelta(seconds=40)),
+    ]
+    assert read(tries, T0 + timedelta(seconds=41)).state == OPEN
 
 
-def test_a_failure_after_the_recovery_opens_it_again() -> None:
-    tries = (
-        *(a_try(n, "up_for_reschedule", end=T0) for n in range(5)),
-        a_try(5, "success", end=T0 + timedelta(seconds=10)),
-        a_try(6, "up_for_retry", end=T0 + timedelta(seconds=20)),
-    )
-    assert Fleet(POOL, T0 + timedelta(seconds=21), tries).state(SETTINGS).state == OPEN
+def test_waves_grow_from_the_first_success_whatever_later_successes_do() -> None:
+    """A thousand held retries, their dependency back: each round the released ones run
+    and succeed, and the next wave is twice as large. Once released, a retry stays released.
+    """
+    held = [a_try(n, "deferred", start=T0) for n in range(1000)]
+    done: list[PoolTry] = [a_try(5000, "success", try_number=3, end=T0 + timedelta(seconds=60))]
+    released_at: dict[tuple[str, str, str, int], int] = {}
+    rounds = 0
+    at = T0 + timedelta(seconds=61)
+    while held and rounds < 30:
+        rounds += 1
+        state = read([*held, *done], at)
+        assert state.state == RECOVERING
+        now_released = [item for item in held if admit(state, retry_of(item), SETTINGS).runs]
+        for item in now_released:
+            released_at.setdefault(item.key, rounds)
+        # a retry released earlier is released still
+        assert all(released(state, retry_of(item), SETTINGS) for item in now_released)
+        held = [item for item in held if item not in now_released]
+        done += [replace(item, state="success", end_date=at) for item in now_released]
+        at += timedelta(seconds=SETTINGS.round_seconds)
+    assert not held
+    assert rounds <= 12  # about log2(1000) rounds, not hours
 
 
-def test_on_call_forces_the_state() -> None:
-    forced_closed = Fleet(POOL, T0, outage().tries, forced=CLOSED).state(SETTINGS)
-    assert admit(forced_closed, retry_of(outage().tries[0]), SETTINGS).action == RUN
-    assert "forced closed" in forced_closed.describe(SETTINGS)
-    assert Fleet(POOL, T0, (), forced=OPEN).state(SETTINGS).state == OPEN
+def test_a_repeat_a_gate_holds_is_spread_and_grows_with_the_outage() -> None:
+    state = outage()
+    number = round_of(state.read_at, SETTINGS)
+    ends = {repeat_held_until(state, ("", "", f"t{n}", -1), SETTINGS) for n in range(20)}
+    assert len(ends) == 20  # spread, not all at the round's start
+    assert min(ends) >= round_start(number + 1, SETTINGS)
+    later = replace(state, read_at=state.read_at + timedelta(minutes=20))
+    key = ("", "", "t0", -1)
+    assert repeat_held_until(later, key, SETTINGS) - later.read_at >= timedelta(minutes=20)
 
 
 def test_pools_are_tuned_or_switched_off_by_name_and_default_pool_is_nobodys() -> None:
@@ -243,13 +315,18 @@ def test_pools_are_tuned_or_switched_off_by_name_and_default_pool_is_nobodys() -
     assert pools.unknown({"positions_api", "warehouse"}) == ["legacy"]
 
 
+def test_the_retired_probe_ratio_is_passed_over() -> None:
+    pools = PoolSettings.parse(SETTINGS, '{"p": {"probe_ratio": 0.5}}', option="dependency_pools")
+    assert pools.of("p") == SETTINGS
+
+
 @pytest.mark.parametrize(
     ("text", "named"),
     [
         ("[1, 2]", "dependency_pools = '[1, 2]'"),
         ('{"p": "on"}', "dependency_pools['p'] = 'on'"),
         ('{"p": {"trips": 3}}', "dependency_pools['p'].trips = 3"),
-        ('{"p": {"probe_ratio": 2}}', "dependency_pools['p'].probe_ratio = 2"),
+        ('{"p": {"min_probes": 101}}', "dependency_pools['p'].min_probes = 101"),
         ('{"p": {"round": 0}}', "dependency_pools['p'].round = 0"),
     ],
 )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from airflow_retrywindow.dependency.fleet import PoolTry
+import pendulum
+
+from airflow_retrywindow.dependency.fleet import DependencyState, PoolListing, PoolTry
+from airflow_retrywindow.dependency.pool_read import read_pool
+from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
 
 
@@ -26,14 +30,12 @@ class FakeReader:
         values: Mapping[str, Any] | None = None,
         pools: Mapping[str, PoolRow] | None = None,
         pool_tries: Mapping[str, list[PoolTry] | Exception] | None = None,
-        recent_keys: list[XComKey] | None = None,
     ) -> None:
         self.rows, self.tries, self.keys = rows, tries or {}, keys or []
         self.values = values or {}
         self.pool_rows = {"db": pool_row()} if pools is None else pools
         # pool -> its task instances across DAGs, or what reading them raises
         self.pool_try_rows = pool_tries or {}
-        self.recent_keys = recent_keys or []
         self.calls: list[tuple[Any, ...]] = []
         self.requests = 1  # the token
         self.base_url = "http://api:8080"
@@ -68,26 +70,53 @@ class FakeReader:
         self._made("pools", sorted(names))
         return {name: row for name, row in self.pool_rows.items() if name in names}
 
-    def pool_tries(
+    def pool_listing(
         self,
         pool: str,
+        states: Collection[str],
         *,
-        states: Collection[str] = (),
+        try_numbers: Collection[int] = (),
         ended_since: datetime | None = None,
-    ) -> list[PoolTry]:
-        self._made("pool_tries", pool, sorted(states))
+        order_by: str = "id",
+        limit: int = 0,
+    ) -> PoolListing:
+        """The REST API's listing of ``pool``'s task instances, filtered as the API filters."""
+        self._made("pool_listing", pool, sorted(states))
         found = self.pool_try_rows.get(pool, [])
         if isinstance(found, Exception):
             raise found
-        return [
+        matched = [
             item
             for item in found
-            if (not states or item.state in states)
+            if item.state in states
+            and (not try_numbers or item.try_number in try_numbers)
             and (
                 ended_since is None or (item.end_date is not None and item.end_date >= ended_since)
             )
         ]
+        return PoolListing(tuple(ordered(matched, order_by)[:limit]), len(matched))
 
-    def recent_xcom_keys(self, key_prefix: str, since: datetime) -> list[XComKey]:
-        self._made("recent_xcom_keys", key_prefix)
-        return [key for key in self.recent_keys if key.key.startswith(key_prefix)]
+
+def ordered(tries: list[PoolTry], order_by: str) -> list[PoolTry]:
+    """``tries`` in the listing's order: ``id`` is the order they were made in (here, the
+    list's), ``-end_date`` the newest end first."""
+    if order_by == "-end_date":
+        return sorted(tries, key=lambda item: item.end_date or NEVER, reverse=True)
+    return list(tries)
+
+
+NEVER = pendulum.datetime(1970, 1, 1)
+
+
+def pool_state(
+    pool: str,
+    read_at: pendulum.DateTime,
+    tries: Sequence[PoolTry],
+    *,
+    forced: str | None = None,
+    settings: DependencySettings | None = None,
+) -> DependencyState:
+    """``pool``'s state as one read of the REST API's listings of ``tries`` gives it."""
+    settings = settings or DependencySettings()
+    reader = FakeReader([], pool_tries={pool: list(tries)})
+    return read_pool(reader, pool, settings, forced=forced, now=read_at).state(settings)

@@ -15,7 +15,8 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_retrywindow.dependency.fleet import Fleet, PoolTry
+from airflow_retrywindow.dependency.admission import repeat_held_until
+from airflow_retrywindow.dependency.fleet import PoolTry
 from airflow_retrywindow.dependency.settings import DependencySettings, PoolSettings
 from airflow_retrywindow.exceptions import AirflowApiError, RetryWindowGateError
 from airflow_retrywindow.gate import run as gate_run
@@ -26,7 +27,7 @@ from airflow_retrywindow.gate.pool_dependency import PoolDependency
 from airflow_retrywindow.gate.read import RunSnapshot, read_snapshot
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import Target
-from airflow_retrywindow.hooks.api_reader import ApprovalRow, TaskInstanceRow, XComKey
+from airflow_retrywindow.hooks.api_reader import ApprovalRow, TaskInstanceRow
 from airflow_retrywindow.labels import Instance
 from airflow_retrywindow.records.dependency_state import (
     CLOSED,
@@ -38,7 +39,7 @@ from airflow_retrywindow.records.dependency_state import (
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
 from airflow_retrywindow.verdicts import DEPENDENCY_HELD
-from tests.gate.fake_reader import FakeReader, pool_row
+from tests.gate.fake_reader import FakeReader, pool_row, pool_state
 
 NOW = pendulum.datetime(2026, 3, 2, 5, 40, 10, tz="UTC")
 WORK = Work(duration=timedelta(minutes=5), validation=timedelta(minutes=1), safe_repeat=True)
@@ -46,6 +47,8 @@ SETTINGS = DependencySettings()  # rounds of 60 s, 3 task instances trip, a 300 
 POOLS = PoolSettings(SETTINGS, {"legacy": DependencySettings(enabled=False)})
 #: the next round after NOW: what a held repeat waits for
 NEXT_ROUND = pendulum.datetime(2026, 3, 2, 5, 41, tz="UTC")
+#: the held target's task instance, as the gate spreads its hold
+LOAD = ("", "", "load", -1)
 ENDED = NOW.subtract(minutes=9)  # the end of the target's failed try
 
 
@@ -82,8 +85,7 @@ def _failing(at: pendulum.DateTime, count: int = 3) -> list[PoolTry]:
 
 
 def _dependency(tries: list[PoolTry], *, forced: str | None = None) -> PoolDependency:
-    fleet = Fleet("db", NOW, tuple(tries), forced=forced)
-    return PoolDependency(fleet.state(SETTINGS), SETTINGS)
+    return PoolDependency(pool_state("db", NOW, tries, forced=forced, settings=SETTINGS), SETTINGS)
 
 
 def _table(
@@ -122,34 +124,26 @@ def test_the_read_reads_each_pool_that_is_a_dependency_and_no_other() -> None:
     ]
     snapshot = read_snapshot(reader, "dag", "run", targets, dependencies=POOLS)
     # default_pool is nobody's dependency; "legacy" is switched off
-    assert [call for call in reader.calls if call[0] == "pool_tries"] == [
-        ("pool_tries", "db", sorted(["up_for_retry", "up_for_reschedule", "scheduled", "queued",
-                                     "running", "deferred", "restarting"])),
-        ("pool_tries", "db", ["failed", "success"]),
+    assert [call for call in reader.calls if call[0] == "pool_listing"] == [
+        ("pool_listing", "db", ["up_for_retry"]),
+        ("pool_listing", "db", sorted(["up_for_reschedule", "scheduled", "queued", "running",
+                                       "deferred", "restarting"])),
+        ("pool_listing", "db", ["success"]),
     ]  # fmt: skip
     assert set(snapshot.dependencies) == {"db"}
     state = snapshot.dependencies["db"].state
-    assert (state.state, len(state.failing)) == (OPEN, 3)
-    # the token, the run's task instances, its XCom keys, the pools; the pool's two reads
-    assert snapshot.requests == 1 + 3 + 2
+    assert (state.state, state.failing) == (OPEN, 3)
+    # the token, the run's task instances, its XCom keys, the pools; the pool's three reads
+    assert snapshot.requests == 1 + 3 + 3
 
 
-def test_the_read_asks_the_failure_classes_only_when_a_try_of_the_pool_ended_failed() -> None:
-    now = pendulum.now("UTC")
-    ended = now.subtract(seconds=30)
-    tries = [_try(f"feed_{n}", "failed", ended) for n in range(3)]
-    keys = [
-        XComKey("feed_0", -1, "retry_window.failure.retryable", ended, "other", "r1"),
-        XComKey("feed_1", -1, "retry_window.failure.unknown", ended, "other", "r1"),
-        # a terminal failure is the task's own: it does not count against the pool
-        XComKey("feed_2", -1, "retry_window.failure.terminal", ended, "other", "r1"),
-    ]
-    reader = FakeReader([_row()], pool_tries={"db": tries}, recent_keys=keys)
+def test_a_try_refused_for_good_or_failed_for_its_own_bug_does_not_count() -> None:
+    ended = pendulum.now("UTC").subtract(seconds=30)
+    tries = [_try(f"feed_{n}", "failed", ended) for n in range(5)]
+    reader = FakeReader([_row()], pool_tries={"db": tries})
     snapshot = read_snapshot(reader, "dag", "run", [_target()], dependencies=POOLS)
-    assert ("recent_xcom_keys", "retry_window.failure.") in reader.calls
     state = snapshot.dependencies["db"].state
-    # two counted failures are below the three that trip it
-    assert (state.state, len(state.failing)) == (CLOSED, 2)
+    assert (state.state, state.failing) == (CLOSED, 0)
 
 
 def test_a_pool_that_cannot_be_read_refuses_and_names_the_pool() -> None:
@@ -167,27 +161,37 @@ def test_the_forced_state_comes_from_the_lookup_the_read_is_given() -> None:
         forced=lambda pool: "open" if pool == "db" else None,
     )  # fmt: skip
     state = snapshot.dependencies["db"].state
-    assert (state.state, state.forced, state.failing) == (OPEN, "open", ())
+    assert (state.state, state.forced, state.failing) == (OPEN, "open", 0)
 
 
 def test_without_dependency_settings_the_read_reads_no_pool_as_a_dependency() -> None:
     reader = FakeReader([_row()], pool_tries={"db": _failing(NOW)})
     snapshot = read_snapshot(reader, "dag", "run", [_target()])
     assert snapshot.dependencies == {}
-    assert all(call[0] != "pool_tries" for call in reader.calls)
+    assert all(call[0] != "pool_listing" for call in reader.calls)
 
 
 # -- decide ----------------------------------------------------------------------------
 
 
-def test_an_open_pool_holds_the_repeat_until_its_next_round() -> None:
+def _until() -> pendulum.DateTime:
+    """When the held repeat of ``load`` is decided again: after the next round, as long
+    again as the pool has been failing, spread by the task instance."""
+    dependency = _dependency(_failing(NOW))
+    return repeat_held_until(dependency.state, LOAD, dependency.settings)
+
+
+def test_an_open_pool_holds_the_repeat_until_it_is_decided_again() -> None:
     row = _held(_dependency(_failing(NOW))).decision("load")
     assert row.decision == DEPENDENCY_HELD
+    until = _until()
     assert row.reason == (
-        "dependency-held: pool db is failing since 05:38:30Z (3 task instances in the last "
-        "300 s, no success); held until 05:41:00Z, the next probe round"
+        "dependency-held: pool db is failing since 05:38:50Z (3 task instances failing, "
+        f"no success since); held until {until.format('HH:mm:ss')}Z, when it is decided again"
     )
-    assert row.earliest_start == NEXT_ROUND
+    # the failing began 80 s ago: held as long again, spread over a round
+    assert NEXT_ROUND <= NOW.add(seconds=80) <= until <= NOW.add(seconds=80 + 60)
+    assert row.earliest_start == until
     assert row.blockers() == [row.reason]
     assert row.waits  # a hold with an end: a sensor waits it out
     assert row.status.startswith("load: confirmed attempt 1 failed with a retryable error")
@@ -202,17 +206,17 @@ def test_the_held_rows_record_is_the_dependency_state_as_read() -> None:
         "db", OPEN, None, "hold", DEPENDENCY_HELD,
     )  # fmt: skip
     assert (kept.failing_tasks, kept.successes, kept.try_number) == (3, 0, 2)
-    assert (kept.read_at, kept.hold_until, kept.window_seconds) == (NOW, NEXT_ROUND, 300)
+    assert (kept.read_at, kept.hold_until, kept.window_seconds) == (NOW, _until(), 300)
     assert kept.reason == row.reason
     assert DependencyRecord.of(kept.as_dict()) == kept  # it reads back as stored
 
 
-def test_a_backoff_that_ends_after_the_next_round_holds_until_the_backoff_ends() -> None:
-    target = _target(delay=600)  # a 10-minute backoff; the try ended 9 minutes ago
+def test_a_backoff_that_ends_after_the_hold_holds_until_the_backoff_ends() -> None:
+    target = _target(delay=900)  # a 15-minute backoff; the try ended 9 minutes ago
     row = _table(_dependency(_failing(NOW)), (target, _row())).decision("load")
     assert row.decision == DEPENDENCY_HELD
-    assert row.earliest_start == ENDED.add(minutes=10)
-    assert "held until 05:41:10Z" in row.reason
+    assert row.earliest_start == ENDED.add(minutes=15) > _until()
+    assert "held until 05:46:10Z" in row.reason
 
 
 def test_a_pool_forced_open_by_on_call_holds_and_says_who_forced_it() -> None:
@@ -268,7 +272,7 @@ def test_a_sensor_waits_out_the_hold_like_a_backoff() -> None:
     table = _held(_dependency(_failing(NOW)))
     waiting = table.longest_wait("load")
     assert waiting is not None and waiting.decision == DEPENDENCY_HELD
-    assert waiting.earliest_start == NEXT_ROUND
+    assert waiting.earliest_start == _until()
 
 
 def test_the_record_and_its_status_update_carry_the_verdict_and_the_pools_state() -> None:

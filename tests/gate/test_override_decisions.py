@@ -14,7 +14,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_retrywindow.dependency.fleet import Fleet, PoolTry
+from airflow_retrywindow.dependency.fleet import PoolTry
 from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.gate.approve import (
     OVERRIDABLE,
@@ -37,7 +37,7 @@ from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
 from airflow_retrywindow.verdicts import DEPENDENCY_HELD
-from tests.gate.fake_reader import FakeReader
+from tests.gate.fake_reader import FakeReader, pool_state
 
 NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
 ENDED = NOW.subtract(minutes=30)  # the refused try's end
@@ -257,13 +257,11 @@ def _refused_as(decision: str) -> DecisionTable:
     }  # fmt: skip
     if decision == DEPENDENCY_HELD:
         # the retry the model allows, in a pool three other task instances fail in
-        failing = tuple(
+        failing = [
             PoolTry("feeds", "r1", f"feed_{n}", -1, "up_for_retry", 1, 3, ENDED, NOW)
             for n in range(3)
-        )
-        pool = PoolDependency(
-            Fleet("db", NOW, failing).state(DependencySettings()), DependencySettings()
-        )
+        ]
+        pool = PoolDependency(pool_state("db", NOW, failing), DependencySettings())
         view = observe(
             _target("load", retries=2),
             _row("load", "failed", max_tries=2),

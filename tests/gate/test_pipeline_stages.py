@@ -357,7 +357,14 @@ def test_decide_run_reads_once_then_decides(gate_dag: Any, monkeypatch: pytest.M
     context = {"dag": gate_dag, "dag_run": SimpleNamespace(run_id="manual__1")}
     decided = gate_run.decide_run(_settings(), context)
     # "db" is a dependency: its task instances across DAGs are read too (none failed)
-    assert _called(reader) == ["task_instances", "xcom_keys", "pools", "pool_tries", "pool_tries"]
+    # two counts, no more: a pool below its trip needs no third
+    assert _called(reader) == [
+        "task_instances",
+        "xcom_keys",
+        "pools",
+        "pool_listing",
+        "pool_listing",
+    ]
     assert reader.calls[0][1:3] == ("rw_gate_pipeline", "manual__1")
     assert (decided.requests, decided.api) == (6, "http://api:8080")
     assert {row.task_id: row.decision for row in decided.table.decisions} == {

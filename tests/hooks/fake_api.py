@@ -193,6 +193,17 @@ class FakeAirflowApi:
             offset = int(request.body.get("page_offset") or 0)
             limit = int(request.body.get("page_limit") or 100)
             listing = "task_instances"
+        elif route == ("GET", "/api/v2/dags/~/dagRuns/~/taskInstances"):
+            query = request.query
+            rows = [
+                row
+                for row in self.task_instances
+                if row["pool"] in query.get("pool", [])
+                and row["state"] in query.get("state", [])
+                and (not query.get("try_number") or str(row["try_number"]) in query["try_number"])
+            ]
+            offset, limit = self._limits(query)
+            listing = "task_instances"
         elif request.method == "GET" and request.path.endswith("/taskInstances/~/xcomEntries"):
             prefix = request.query.get("xcom_key_prefix_pattern", [""])[0]
             rows = [row for row in self.xcoms if row["key"].startswith(prefix)]

@@ -195,31 +195,36 @@ def test_a_pool_row_is_the_one_pool_shape_the_gate_decides_with() -> None:
 # -- tokens -------------------------------------------------------------------------------
 
 
-def test_a_pools_tries_are_read_from_the_listings_json_page_by_page(
+def test_a_pool_is_counted_with_one_page_of_its_rows_in_one_request(
     server: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     conn = connect(monkeypatch, "rw_pool", host=server.url, login="reader", password="reader-pw")
     server.api.task_instances[0]["end_date"] = None  # still running
     server.api.task_instances[1]["start_date"] = "2026-03-02T07:00:00.250000+02:00"
     reader = AirflowApiHook(conn, page_size=3).get_conn()
-    found = reader.pool_tries("default_pool", states=("failed", "running"))
-    assert sorted(item.task_id for item in found) == TASKS
-    assert reader.requests == 1 + 3  # a token, then 7 rows in pages of 3
-    listed = [r for r in server.api.received if r.path.endswith("/taskInstances/list")]
-    assert listed[0].body["pool"] == ["default_pool"]
-    assert listed[0].body["state"] == ["failed", "running"]
-    first, second = found[0], found[1]
+    found = reader.pool_listing("default_pool", {"failed", "running"}, try_numbers=(1, 2), limit=5)
+    assert found.total == len(TASKS)
+    assert [item.task_id for item in found.rows] == TASKS[:3]  # a page, never more
+    assert reader.requests == 1 + 1  # a token, then one request whatever the pool holds
+    (listed,) = [r for r in server.api.received if r.path.endswith("/taskInstances")]
+    assert listed.method == "GET"
+    assert listed.query["pool"] == ["default_pool"]
+    assert listed.query["state"] == ["failed", "running"]
+    assert listed.query["try_number"] == ["1", "2"]
+    assert listed.query["limit"] == ["3"] and listed.query["order_by"] == ["id"]
+    first, second = found.rows[0], found.rows[1]
     assert first.key == ("etl", "run_1", "load_00", -1)
     assert (first.state, first.try_number, first.max_tries) == ("failed", 1, 3)
     assert first.end_date is None and second.end_date == pendulum.datetime(2026, 3, 2, 5, 4)
     # an offset is read as the same moment, kept in UTC like every time the reader gives
     assert second.start_date == pendulum.datetime(2026, 3, 2, 5, 0, 0, 250000)
     assert second.start_date is not None and second.start_date.timezone_name == "UTC"
+    counted = reader.pool_listing("default_pool", {"failed"})  # a count alone: no rows
+    assert counted.rows == () and counted.total == len(TASKS)
     server.api.expire_tokens()  # an error answer is raised as before: renewed once
-    assert len(reader.pool_tries("default_pool")) == len(TASKS)
-    listing = "/api/v2/dags/~/dagRuns/~/taskInstances/list"
-    # the refused page, a fresh token, then the three pages
-    assert server.api.paths()[-5:] == [listing, "/auth/token", listing, listing, listing]
+    assert reader.pool_listing("default_pool", {"failed"}).total == len(TASKS)
+    listing = "/api/v2/dags/~/dagRuns/~/taskInstances"
+    assert server.api.paths()[-3:] == [listing, "/auth/token", listing]
 
 
 def test_a_pool_listing_not_shaped_as_the_api_describes_is_an_unreadable_answer(
@@ -229,11 +234,10 @@ def test_a_pool_listing_not_shaped_as_the_api_describes_is_an_unreadable_answer(
     server.api.task_instances[2]["start_date"] = "yesterday"
     reader = AirflowApiHook(conn).get_conn()
     with pytest.raises(AirflowApiError) as raised:
-        reader.pool_tries("default_pool")
+        reader.pool_listing("default_pool", {"failed"}, limit=10)
     assert "gave an unreadable answer for task instances of pool 'default_pool'" in str(
         raised.value
     )
-    assert "ValueError" in str(raised.value)
 
 
 def test_an_expired_token_is_renewed_once_and_the_read_repeated(

@@ -1,7 +1,7 @@
 """A pool's outage is told once, not once per task, and a refusal for the deadline tells its impact.
 
 The retry-start check's records are made by the dependency's own stages: a
-``Fleet`` read of the pool, ``admit`` and the check's ``_keep``, exactly as
+read of the pool's counts, ``admit`` and the check's ``_keep``, exactly as
 ``dependency_verdict`` stores them. Held retries reach the notifier the way the
 check hands them over (``held_retry.tell_hold``); refusals through the failure
 callback. The notice Variable is a store in memory every task instance shares.
@@ -20,13 +20,14 @@ import pytest
 from airflow_retrywindow import Deadline, RetryWindowNotifier, RetryWindowPolicy
 from airflow_retrywindow.dependency import check
 from airflow_retrywindow.dependency.admission import Retry, admit, probes_of, round_of
-from airflow_retrywindow.dependency.fleet import Fleet, PoolTry, TaskKey
+from airflow_retrywindow.dependency.fleet import DependencyState, PoolTry, TaskKey
 from airflow_retrywindow.dependency.settings import DependencySettings
 from airflow_retrywindow.notifications.held_retry import tell_hold
 from airflow_retrywindow.notifications.message import Message
 from airflow_retrywindow.notifications.outage import NOTICE_VERSION, outage_of, settle
 from airflow_retrywindow.records.dependency_state import DependencyRecord
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY, appended
+from tests.gate.fake_reader import pool_state
 from tests.notifications.stored import TASK_ID, policy_entry
 
 POOL = "positions_api"
@@ -96,30 +97,36 @@ class NoticeBoard:
         self.entries[pool] = entry
 
 
-def _outage_read(since: pendulum.DateTime, read_at: pendulum.DateTime, runs: int = 12) -> Fleet:
-    """The pool as read at ``read_at``: ``runs`` task instances failed from ``since`` on."""
-    tries = tuple(
-        PoolTry(DAG_ID, f"run_{index}", TASK_ID, -1, "up_for_retry", 1, 3, None,
-                since + timedelta(seconds=index))
+def _outage_read(
+    since: pendulum.DateTime, read_at: pendulum.DateTime, runs: int = 12
+) -> DependencyState:
+    """The pool as read at ``read_at``: ``runs`` task instances whose retries are held since
+    ``since`` on."""
+    tries = [
+        PoolTry(DAG_ID, f"run_{index}", TASK_ID, -1, "deferred", 2, 3,
+                since + timedelta(seconds=index), None)
         for index in range(runs)
-    )  # fmt: skip
-    return Fleet(POOL, read_at, tries)
+    ]  # fmt: skip
+    return pool_state(POOL, read_at, tries, settings=SETTINGS)
 
 
 def _decided(
-    ti: TaskInstance, fleet: Fleet, *, latest_start: pendulum.DateTime, attempts_left: int = 1
+    ti: TaskInstance,
+    state: DependencyState,
+    *,
+    latest_start: pendulum.DateTime,
+    attempts_left: int = 1,
 ) -> StateStore:
     """The check's record for ``ti``'s try, kept as ``dependency_verdict`` keeps it.
 
     With one attempt left a retry never probes, so the read holds or refuses it.
     """
-    state = fleet.state(SETTINGS)
     key: TaskKey = (ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
     retry = Retry(key, ti.try_number, attempts_left, 60, latest_start)
     admission = admit(state, retry, SETTINGS)
     store = StateStore()
-    context = {"ti": ti, "task": SimpleNamespace(pool=POOL)}
-    check._keep(context, store, {}, admission, state, SETTINGS)
+    context = {"ti": ti, "task": SimpleNamespace(pool=POOL), "task_state_store": store}
+    check._keep(context, None, admission, state, SETTINGS, None, None)
     return store
 
 
@@ -152,7 +159,7 @@ def _notifier(board: NoticeBoard) -> tuple[list[Message], RetryWindowNotifier]:
     return sent, notifier
 
 
-def _hold(notifier: RetryWindowNotifier, run: int, fleet: Fleet) -> dict[str, Any]:
+def _hold(notifier: RetryWindowNotifier, run: int, fleet: DependencyState) -> dict[str, Any]:
     ti = TaskInstance(TASK_ID, f"run_{run}")
     store = _decided(ti, fleet, latest_start=fleet.read_at + timedelta(hours=2))
     assert store.values[check.KEY]["action"] == "hold"
@@ -161,7 +168,7 @@ def _hold(notifier: RetryWindowNotifier, run: int, fleet: Fleet) -> dict[str, An
     return context
 
 
-def _refuse(notifier: RetryWindowNotifier, run: int, fleet: Fleet) -> dict[str, Any]:
+def _refuse(notifier: RetryWindowNotifier, run: int, fleet: DependencyState) -> dict[str, Any]:
     ti = TaskInstance(TASK_ID, f"run_{run}")
     store = _decided(ti, fleet, latest_start=fleet.read_at - timedelta(seconds=1))
     assert store.values[check.KEY]["action"] == "refuse"
@@ -239,12 +246,12 @@ def test_a_pool_forced_open_with_nothing_failing_is_told_once_while_it_is_read()
     start = FIRST
     for half_hours in range(7):  # held retries come back at least every hour
         read_at = start + timedelta(minutes=30 * half_hours)
-        _hold(notifier, half_hours, Fleet(POOL, read_at, (), forced="open"))
+        _hold(notifier, half_hours, pool_state(POOL, read_at, [], forced="open", settings=SETTINGS))
     assert len(sent) == 1
     assert "Outage: pool positions_api is forced open by on-call, failing since" in sent[0].text
     # nobody read it for more than the longest hold and a round: another outage
     again = start + timedelta(hours=4, seconds=61)
-    _hold(notifier, 0, Fleet(POOL, again, (), forced="open"))
+    _hold(notifier, 0, pool_state(POOL, again, [], forced="open", settings=SETTINGS))
     assert len(sent) == 2
 
 
@@ -256,13 +263,13 @@ def test_the_refusal_names_the_outage_and_the_deadline_it_missed() -> None:
     (message,) = sent
     assert message.subject == (
         "[retry window] deadline-infeasible: pool positions_api failing since "
-        "2026-12-04 14:00:03Z, 12 task instances failing, 0 held; "
+        "2026-12-04 14:00:03Z, 12 task instances failing, 12 held; "
         f"{DAG_ID}.{TASK_ID} try 2 retry refused"
     )
     text = message.text
     assert (
         "Outage: pool positions_api is open, failing since 2026-12-04 14:00:03Z: 12 task "
-        "instances failing in the last 300 s, 0 retries held, 0 successes" in text
+        "instances failing, 12 of them in a retry (held or under way), 0 successes since" in text
     )
     assert "Deadline missed: this task's retry was held past its latest start" in text
     # an attempt started at the refusal (14:03:03) would end at 14:33:03, 183 s late
@@ -313,9 +320,9 @@ def test_the_notifier_is_found_among_the_retry_callbacks() -> None:
     assert len(sent) == 1
 
 
-def _failed_probe(notifier: RetryWindowNotifier, fleet: Fleet) -> dict[str, Any]:
+def _failed_probe(notifier: RetryWindowNotifier, fleet: DependencyState) -> dict[str, Any]:
     """The round's probe ran as try 1 of its retry window, failed, and the policy decided."""
-    state = fleet.state(SETTINGS)
+    state = fleet
     (canary,) = probes_of(state, round_of(fleet.read_at, SETTINGS), SETTINGS)
     ti = TaskInstance(TASK_ID, canary[1], try_number=1, state="up_for_retry")
     store = _decided(ti, fleet, latest_start=DEADLINE, attempts_left=3)

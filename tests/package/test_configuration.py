@@ -295,7 +295,6 @@ def test_the_links_address_starts_from_the_view_base_url(monkeypatch: pytest.Mon
 #: a value each option's reader refuses; a new option gets its reader and a line here
 BAD = {
     "dependency_round": "0",
-    "dependency_probe_ratio": "1.5",
     "dependency_min_probes": "none",
     "dependency_trip_tasks": "-3",
     "dependency_window": "forever",

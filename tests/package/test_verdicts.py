@@ -45,7 +45,6 @@ HELD_FIELDS = {
     "pool": "positions_api",
     "failing_since": "14:00:03 UTC",
     "failing_tasks": 12,
-    "window": 300,
     "hold_until": "14:03:00 UTC",
     "state": "attempt 1 failed with a retryable error, ended 14:02:10 UTC",
     "following": "attempt 2",
@@ -132,12 +131,12 @@ def test_every_verdicts_words_differ() -> None:
 def test_a_held_retrys_reason_and_status_are_filled_from_the_table() -> None:
     assert verdict_reason(DEPENDENCY_HELD, HELD_FIELDS) == (
         "dependency-held: pool positions_api is failing since 14:00:03 UTC (12 task instances "
-        "in the last 300 s, no success); held until 14:03:00 UTC, the next probe round"
+        "failing, no success since); held until 14:03:00 UTC, when it is decided again"
     )
     update = verdict_status(DEPENDENCY_HELD, "load", HELD_FIELDS)
     assert update.startswith("load: confirmed attempt 1 failed with a retryable error")
     assert "unknown: when pool positions_api recovers" in update
-    assert "next evidence: the next probe round's result, at 14:03:00 UTC." in update
+    assert "next evidence: the pool's state at 14:03:00 UTC." in update
     missing = {key: value for key, value in HELD_FIELDS.items() if key != "pool"}
     with pytest.raises(KeyError, match="'pool'"):
         verdict_reason(DEPENDENCY_HELD, missing)

@@ -30,6 +30,7 @@ from airflow_retrywindow.policies.lost_try import (
     read_mismatches,
 )
 from airflow_retrywindow.records import evidence
+from airflow_retrywindow.timing.time_limit import TimeLimit
 from tests.hooks.fake_api import FakeAirflowApi, Served, serve, stamp
 from tests.policy.resumable_jobs import Store
 from tests.policy.test_failure_paths import _installed, context, policy
@@ -150,9 +151,13 @@ class EventLog:
     def __init__(self) -> None:
         self.entries: list[dict[str, Any]] = []
         self.reads: list[int] = []
+        self.limits: list[TimeLimit | None] = []
 
-    def read(self, ti: Any, try_number: int) -> list[dict[str, Any]]:
+    def read(
+        self, ti: Any, try_number: int, limit: TimeLimit | None = None
+    ) -> list[dict[str, Any]]:
         self.reads.append(try_number)
+        self.limits.append(limit)
         return list(self.entries)
 
 
@@ -183,6 +188,10 @@ def test_the_next_try_after_a_lost_first_try_is_decided_by_the_model(
     assert latest["lostTry"]["tryNumber"] == 1 and latest["lostTry"]["how"] == DEFERRED
     assert "Airflow's scheduler failed it" in latest["reason"]
     assert event_log.reads == [1]
+    # read within the start check's one time limit, which every read of it shares
+    (limit,) = event_log.limits
+    assert limit is not None and limit.what == "the retry-start check"
+    assert limit.option == "clock_read_limit" and 0 < limit.left() <= limit.seconds
 
 
 def test_the_model_still_refuses_a_repeat_nobody_said_is_safe(

@@ -35,23 +35,22 @@ HELD: dict[str, Any] = {
     "failingSince": "2026-12-04T14:00:03+00:00",
     "failingTasks": 12,
     "successes": 0,
-    "firstTries": 12,
     "held": 10,
     "budget": 2,
     "roundStart": "2026-12-04T14:02:00+00:00",
     "roundSeconds": 60,
-    "lastProbe": None,
     "nextProbe": "2026-12-04T14:03:00+00:00",
     "tryNumber": 2,
     "action": "hold",
     "decision": "dependency-held",
     "holdUntil": "2026-12-04T14:03:00+00:00",
     "reason": "dependency-held: pool positions_api is failing since 14:00:03 UTC "
-    "(12 task instances in the last 300 s, no success); held until 14:03:00 UTC, "
-    "the next probe round",
+    "(12 task instances failing, no success since); held until 14:03:00 UTC, "
+    "when it is decided again",
     "holds": 1,
     "probedRound": None,
     "windowSeconds": 300,
+    "waitsIn": "triggerer",
 }
 AT = pendulum.datetime(2026, 12, 4, 14, 2, 11)
 
@@ -66,12 +65,10 @@ def held(**changed: Any) -> DependencyRecord:
         "failing_since": pendulum.datetime(2026, 12, 4, 14, 0, 3),
         "failing_tasks": 12,
         "successes": 0,
-        "first_tries": 12,
         "held": 10,
         "budget": 2,
         "round_start": pendulum.datetime(2026, 12, 4, 14, 2),
         "round_seconds": 60,
-        "last_probe": None,
         "next_probe": pendulum.datetime(2026, 12, 4, 14, 3),
         "try_number": 2,
         "action": "hold",
@@ -80,6 +77,7 @@ def held(**changed: Any) -> DependencyRecord:
         "reason": HELD["reason"],
         "holds": 1,
         "window_seconds": 300,
+        "waits_in": "triggerer",
     }
     return DependencyRecord(**{**fields, **changed})
 
@@ -200,6 +198,21 @@ def test_null_times_are_kept_as_none_and_written_as_null() -> None:
 
 def test_keys_added_later_are_left_alone() -> None:
     assert DependencyRecord.of(changed(unknownPool=True)) == held()
+
+
+def test_a_record_of_the_older_shape_reads_without_where_it_waited() -> None:
+    older = changed(firstTries=12, lastProbe=None)
+    del older["waitsIn"]
+    assert DependencyRecord.of(older) == held(waits_in=None)
+
+
+def test_a_held_try_says_where_it_waits() -> None:
+    assert ("Waits", "in the triggerer, holding no worker") in held().facts(str)
+    assert ("Waits", "rescheduled, a worker at each check: no triggerer woke it in time") in (
+        held(waits_in="worker").facts(str)
+    )
+    assert "Waits" not in dict(held(waits_in=None).facts(str))
+    assert DependencyRecord.of(changed(waitsIn="pod")) is None
 
 
 JSON = st.recursive(

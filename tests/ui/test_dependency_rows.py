@@ -55,10 +55,10 @@ def test_each_pool_shows_its_latest_record_by_read_time() -> None:
     assert facts == {
         "State": "failing: retries are held, a few run as probes each round",
         "Failing since": "2026-12-04 14:00:03 UTC",
-        "In the window": "12 task instances failing, 0 successes, 12 first tries",
-        "Held": "10 task instances held now",
+        "Failing": "12 task instances, 0 successes since it began",
+        "In a retry": "10 task instances held or under way now",
+        "Waits": "in the triggerer, holding no worker",
         "Probes": "2 this round (rounds of 60 s, this one from 2026-12-04 14:02:00 UTC)",
-        "Last probe": "none yet",
         "Next probe": "2026-12-04 14:03:00 UTC",
         "Read": "2026-12-04 14:02:11 UTC (the API server's clock) by load[1], try 2: hold, "
         "held until 2026-12-04 14:03:00 UTC",
@@ -66,14 +66,12 @@ def test_each_pool_shows_its_latest_record_by_read_time() -> None:
     assert found.sections[1].decision == "dependency-held"
     closed = dict(found.sections[0].facts)
     assert closed["Failing since"] == "-"
-    assert closed["In the window"] == "1 task instance failing, 7 successes, 12 first tries"
+    assert closed["Failing"] == "1 task instance, 7 successes since it began"
 
 
 def test_the_viewed_task_instance_sees_its_own_record_beside_its_pools_latest() -> None:
     values = [
-        stored(
-            "load", 0, read_at=AT.subtract(seconds=40), held=3, last_probe=AT.subtract(minutes=2)
-        ),
+        stored("load", 0, read_at=AT.subtract(seconds=40), held=3),
         stored("load", 1, read_at=AT),
     ]
     (section,) = dependencies(values, task_id="load", map_index=0).sections
@@ -111,7 +109,7 @@ def test_an_unreadable_value_is_named_and_the_others_still_show() -> None:
 def test_a_history_kept_in_the_task_state_store_shows_its_latest() -> None:
     history = {"latest": held(held=7).as_dict(), "decisions": [HELD]}
     (section,) = dependencies([("load", -1, history)]).sections
-    assert dict(section.facts)["Held"] == "7 task instances held now"
+    assert dict(section.facts)["In a retry"] == "7 task instances held or under way now"
 
 
 def test_the_task_page_shows_the_dependencies_before_the_decisions() -> None:
@@ -124,7 +122,7 @@ def test_the_task_page_shows_the_dependencies_before_the_decisions() -> None:
     assert "<h2>Dependencies · 1 pool</h2>" in page
     assert '<span class="badge wait">dependency-held</span>' in page  # waiting, not refused
     assert '<span class="badge refuse">open</span> Pool positions_api' in page
-    assert "<dt>Held</dt><dd>10 task instances held now</dd>" in page
+    assert "<dt>In a retry</dt><dd>10 task instances held or under way now</dd>" in page
 
 
 def test_pages_without_a_dependency_record_have_no_dependencies_section() -> None:
