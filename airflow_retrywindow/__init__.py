@@ -10,8 +10,6 @@ start like a bare script. Every public name loads on first attribute access.
 
 from __future__ import annotations
 
-import importlib
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -65,6 +63,9 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'airflow_retrywindow' has no attribute {name!r}")
+    # imported here, not above: the console script's start would import it for nothing
+    import importlib
+
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this hook
     return value

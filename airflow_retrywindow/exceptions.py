@@ -6,7 +6,11 @@ imports Airflow, so the pure model and the command line can use them too.
 
 from __future__ import annotations
 
-from typing import Any
+# typing is not imported at run time: the command line raises these, and importing
+# typing costs it more than an evaluation
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # -- the model's input --------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# an Enum for the reasons Decision is one (model/decisions.py)
 from enum import Enum
 
 

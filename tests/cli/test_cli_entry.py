@@ -41,6 +41,30 @@ def test_evaluating_from_the_command_line_imports_nothing_heavy() -> None:
     assert heavy(modules, ("airflow", "pendulum", "dataclasses", "argparse", "inspect")) == set()
 
 
+# what the console script airflow-retrywindow runs (pip's wrapper also imports re)
+CONSOLE_SCRIPT = "import sys; from airflow_retrywindow.cli import main; sys.exit(main())"
+
+
+@pytest.mark.parametrize(
+    ("start", "not_imported"),
+    [
+        (("-c", "import airflow_retrywindow.model"), ("typing",)),
+        (("-c", CONSOLE_SCRIPT), ("typing", "runpy", "contextlib", "importlib")),
+        # python -m itself imports runpy, importlib.util and (up to 3.11) contextlib
+        (("-m", "airflow_retrywindow"), ("typing",)),
+    ],
+    ids=["the model", "the console script", "python -m"],
+)
+def test_starting_imports_nothing_a_bare_script_does_without(
+    start: tuple[str, ...], not_imported: tuple[str, ...]
+) -> None:
+    # -S: no site, so no .pth file of this environment imports anything first
+    modules = imported_modules("-S", *start, stdin=CASE.read_bytes())
+
+    assert "airflow_retrywindow.model.evaluate" in modules
+    assert heavy(modules, not_imported) == set()
+
+
 @pytest.mark.parametrize("command", [[], ["evaluate"], ["explain"], ["plan"]])
 def test_help_explains_each_command(command: list[str]) -> None:
     process = run_cli(*command, "--help")
