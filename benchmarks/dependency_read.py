@@ -23,8 +23,8 @@ just before each is measured so that their times are in the dependency's window:
 - ``closed``: mostly ``success`` and first tries running; two task instances wait
   for a retry and one failed for its own bug (a terminal failure key).
 
-Each check is :func:`one_check`, the read the retry-start check makes (today
-:func:`airflow_retrywindow.dependency.pool_read.read_fleet` and the state it gives),
+Each check is :func:`one_check`, the read the retry-start check makes (
+:func:`airflow_retrywindow.dependency.pool_read.read_pool` and the state it gives),
 with a new reader of the ``airflow_api_default`` connection, as each try's start builds
 one (login and password: every check fetches its token first).
 
@@ -94,7 +94,7 @@ def one_check(api: Any, pool: str, settings: DependencySettings) -> DependencySt
 
     :param api: a new reader of the API server, as each try's start builds one.
     """
-    return pool_read.read_fleet(api, pool, settings).state(settings)
+    return pool_read.read_pool(api, pool, settings).state(settings)
 
 
 POOL = "positions_api"

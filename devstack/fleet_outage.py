@@ -170,15 +170,32 @@ def report(stack: AirflowStack, runs: dict[str, str], standin: FleetStandIn) -> 
 
 
 def holds(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, int]:
-    """task id -> how often its tries were held at their start (Airflow's reschedules)."""
+    """task id -> how often its retries were held at their start: deferred to the
+    triggerer, or rescheduled where none ran (Airflow logs each state a try takes)."""
+    return _logged(stack, dag_id, run_id, ("deferred", "up_for_reschedule"), least_try=2)
+
+
+def worker_starts(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, int]:
+    """task id -> how often a worker started one of its tries (first starts and resumes)."""
+    return _logged(stack, dag_id, run_id, ("running",))
+
+
+def _logged(
+    stack: AirflowStack, dag_id: str, run_id: str, events: tuple[str, ...], least_try: int = 0
+) -> dict[str, int]:
+    """task id and map index -> how often Airflow's event log has one of ``events``."""
     rows = stack.rows(
-        "select ti.task_id, count(r.id) from task_instance ti"
-        " left join task_reschedule r on r.ti_id = ti.id"
-        " where ti.dag_id = :d and ti.run_id = :r group by ti.task_id",
+        "select task_id, map_index, count(*) from log where dag_id = :d and run_id = :r"
+        f" and event in ({', '.join(repr(event) for event in events)})"
+        " and try_number >= :t group by task_id, map_index",
         d=dag_id,
         r=run_id,
+        t=least_try,
     )
-    return {task: int(count) for task, count in rows}
+    return {
+        (task if map_index in (None, -1) else f"{task}[{map_index}]"): int(count)
+        for task, map_index, count in rows
+    }
 
 
 def demo_problems(stack: AirflowStack, run_id: str) -> list[str]:

@@ -91,7 +91,8 @@ class Hold:
         """How long Airflow waits for the trigger before it resumes the try without it:
         past the trigger's own end by :func:`grace`, so only a triggerer that never ran
         the trigger lets it lapse."""
-        return self.watch_until - now + grace(self.settings)
+        # a plain timedelta: Airflow's message to its supervisor encodes no pendulum type
+        return timedelta(seconds=(self.watch_until - now + grace(self.settings)).total_seconds())
 
 
 def grace(settings: DependencySettings) -> timedelta:
@@ -120,8 +121,10 @@ def dependency_verdict(
     waits_in = _waits_in(kept, int(ti.try_number))
     retry = _retry(context, kept, woken=waits_in == TRIGGERER)
     state: DependencyState | None = None
+    api: Any = None
     try:
-        state = _read(pool, settings, limit)
+        api = _reader(pool, limit)
+        state = read_pool(api, pool, settings, forced=forced_state(pool)).state(settings)
     except Exception as error:
         cause = describe_exception(error)
         log.warning("Retry window: pool %s could not be read (%s)", pool, cause)
@@ -131,7 +134,7 @@ def dependency_verdict(
     late = waits_in == TRIGGERER and _woken_late(kept, settings)
     waits = None
     if admission.action == HOLD:
-        waits = WORKER if late or waits_in == WORKER else TRIGGERER
+        waits = WORKER if late or waits_in == WORKER or not _triggerer(api, state) else TRIGGERER
     hold = _hold(admission, retry, pool, settings) if waits == TRIGGERER else None
     _keep(context, kept, admission, state, settings, waits, hold)
     log.info("Retry window dependency: %s", admission.reason)
@@ -155,6 +158,14 @@ def dependency_verdict(
     if admission.action == PROBE and waits_in == TRIGGERER and retry.attempts_left < 2:
         context[PROTECTED_PROBE] = _hold(admission, retry, pool, settings)  # type: ignore[index]
     return None
+
+
+def load_reader(context: Mapping[str, Any]) -> None:
+    """Import the REST client when the task's pool is a dependency, before the start
+    check's time limit starts: a large generated package, which a loaded worker could
+    spend the whole limit importing."""
+    if configuration.pool_settings().of(str(context["task"].pool)) is not None:
+        import airflow_client.client  # noqa: F401
 
 
 def held(context: Mapping[str, Any]) -> bool:
@@ -204,23 +215,36 @@ def _server_now(state: DependencyState | None) -> pendulum.DateTime:
     return local + state.clock_offset
 
 
-def _read(pool: str, settings: DependencySettings, limit: TimeLimit | None) -> DependencyState:
-    """The pool's state, read within the start check's limit."""
+def _reader(pool: str, limit: TimeLimit | None) -> Any:
+    """The REST API reader of the check, bounded by its time limit from the start."""
     from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
 
-    api = AirflowApiHook(
-        configuration.default_conn_id(), timeout=configuration.api_timeout()
-    ).get_conn()
-    forced = forced_state(pool)
-    # the connection and the Variable are read through the task's supervisor, inside the
-    # limit's time; the requests then wait at most what it has left
-    api.time_limit = limit or TimeLimit.starting_now(
+    # the connection (and, next, the Variable) are read through the task's supervisor,
+    # inside the limit's time; the requests then wait at most what it has left
+    limit = limit or TimeLimit.starting_now(
         configuration.clock_read_limit(),
-        what="the read of the pool's task instances",
+        what=f"the read of pool {pool}",
         option="clock_read_limit",
     )
-    count = read_pool(api, pool, settings, forced=forced)
-    return count.state(settings)
+    return AirflowApiHook(
+        configuration.default_conn_id(), timeout=configuration.api_timeout(), time_limit=limit
+    ).get_conn()
+
+
+def _triggerer(api: Any, state: DependencyState | None) -> bool:
+    """Whether a held try can wait in the triggerer: one is alive, and the pool was read
+    (a pool that could not be read holds a try only for its own backoff)."""
+    if api is None or state is None:
+        return False
+    try:
+        return bool(api.triggerer_runs())
+    except Exception as error:
+        log.warning(
+            "Retry window: whether a triggerer runs could not be read (%s); the held try is "
+            "rescheduled",
+            describe_exception(error),
+        )
+        return False
 
 
 def _retry(context: Mapping[str, Any], kept: DependencyRecord | None, *, woken: bool) -> Retry:

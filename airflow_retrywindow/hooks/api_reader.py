@@ -614,6 +614,16 @@ class AirflowApi:
         answer = self._call("its version", lambda: api.get_version(_request_timeout=self.timeout))
         return str(answer.version)
 
+    def triggerer_runs(self) -> bool:
+        """Whether a triggerer is alive, as the API server's health check says
+        (``GET /api/v2/monitor/health``, one request)."""
+        from airflow_client.client import MonitorApi
+
+        api = MonitorApi(self._client())
+        answer = self._call("its health", lambda: api.get_health(_request_timeout=self.timeout))
+        triggerer = answer.triggerer
+        return triggerer is not None and triggerer.status == "healthy"
+
     def pool_count(self) -> int:
         """How many pools exist, from one authenticated read (``GET /api/v2/pools?limit=1``).
 

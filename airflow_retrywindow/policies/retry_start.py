@@ -36,7 +36,12 @@ import pendulum
 
 from airflow_retrywindow import configuration, metrics
 from airflow_retrywindow.dependency import held_try
-from airflow_retrywindow.dependency.check import dependency_verdict, held, passed
+from airflow_retrywindow.dependency.check import (
+    dependency_verdict,
+    held,
+    load_reader,
+    passed,
+)
 from airflow_retrywindow.policies import lost_try
 from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.try_start import (
@@ -116,6 +121,7 @@ class RetryStartCheck:
         task, ti = context["task"], context["ti"]
         policy = task.retry_policy
         try:
+            load_reader(context)
             limit = TimeLimit.starting_now(
                 configuration.clock_read_limit(),
                 what="the retry-start check",

@@ -54,7 +54,7 @@ WORKER = "worker"
 WAITS = frozenset({TRIGGERER, WORKER})
 WAITS_WORDS = {
     TRIGGERER: "in the triggerer, holding no worker",
-    WORKER: "rescheduled, a worker at each check: no triggerer woke it in time",
+    WORKER: "rescheduled, a worker at each check: no triggerer runs, or none woke it in time",
 }
 #: what the retry-start check did with the try
 ACTIONS = frozenset({"hold", "probe", "release", "run", "refuse"})

@@ -129,6 +129,8 @@ class FakeAirflowApi:
     #: what ``GET /eventLogs`` lists (filtered by event and try number)
     event_logs: list[dict[str, Any]] = field(default_factory=list)
     max_page: int = 1000
+    #: what the health check says of the triggerer: healthy, unhealthy, or None (never ran)
+    triggerer_status: str | None = "healthy"
     #: tokens a read accepts; :meth:`expire_tokens` empties it
     valid_tokens: set[str] = field(default_factory=set)
     #: when set, no token is ever accepted (a server whose signing key differs)
@@ -182,6 +184,14 @@ class FakeAirflowApi:
             return self._token(request.body)
         if route == ("GET", "/api/v2/version"):  # public, as in Airflow
             return 200, {"version": VERSION, "git_version": None}
+        if route == ("GET", "/api/v2/monitor/health"):  # public too
+            component = {"status": "healthy", "latest_scheduler_heartbeat": None}
+            return 200, {
+                "metadatabase": {"status": "healthy"},
+                "scheduler": component,
+                "triggerer": {"status": self.triggerer_status, "latest_triggerer_heartbeat": None},
+                "dag_processor": {"status": "healthy", "latest_dag_processor_heartbeat": None},
+            }
         if route == ("POST", "/api/v2/dags/~/dagRuns/~/taskInstances/list"):
             wanted = set(request.body.get("task_ids") or [])
             pools = set(request.body.get("pool") or [])  # a pool's read names no task

@@ -5,8 +5,8 @@ On a real scheduler (LocalExecutor), two DAGs run twelve gated tasks in one pool
 third DAG runs six tasks with Airflow's own retries against their own endpoint, in
 their own pool. The stand-in answers 503 for 150 s from its first request, then 200,
 and counts every request with its task and try. The pool's settings are the
-defaults: 60 s rounds, probe ratio 0.2, at least one probe a round, tripped by three
-failing task instances.
+defaults: 60 s rounds, one probe a round, tripped by three failing task instances. A
+triggerer runs, so the held retries wait in it, holding no worker.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from devstack.fleet_outage import (
     create_pools,
     dependency_records,
     final_states,
+    holds,
     report,
+    worker_starts,
 )
 from devstack.stack import AirflowStack
 
@@ -70,7 +72,7 @@ def stack(
     )
     try:
         running.prepare()
-        running.start("api-server", "scheduler", "dag-processor")
+        running.start("api-server", "scheduler", "dag-processor", "triggerer")
         for dag_id in (*GATED_DAGS, PLAIN_DAG):
             running.wait_for_dag(dag_id)
         create_pools(running)
@@ -135,20 +137,25 @@ def test_in_the_first_ten_seconds_back_no_more_requests_than_the_pools_slots(
     assert len(first_ten) <= POOL_SLOTS, outage.table
 
 
-def test_each_hold_read_the_pool_and_is_one_of_airflows_reschedules_of_the_try(
+def test_each_held_retry_waited_in_the_triggerer_and_started_a_worker_only_to_run(
     stack: AirflowStack, outage: Outage
 ) -> None:
     held = dependency_records(stack)
     # every check read the pool: none was held because it could not be read
     assert not [record for record in held if "could not be read" in record["reason"]], held
-    # each hold is one of Airflow's reschedules of the try (the store keeps each task
-    # instance's latest decision only, which after the recovery is its release)
-    holds = stack.rows(
-        "select count(*) from task_reschedule r join task_instance ti on ti.id = r.ti_id"
-        " where ti.run_id = :r",
-        r=outage.runs[GATED_DAGS[0]],
-    )
-    assert holds[0][0] >= 11, holds  # all but the first round's probe, at least
+    for dag_id in GATED_DAGS:
+        run_id = outage.runs[dag_id]
+        # the retries were held (deferred), and never rescheduled: a triggerer ran
+        assert sum(holds(stack, dag_id, run_id).values()) >= 5, outage.table
+        reschedules = stack.rows(
+            "select count(*) from log where run_id = :r and event = 'up_for_reschedule'",
+            r=run_id,
+        )
+        assert reschedules[0][0] == 0, reschedules
+        # a worker starts for each try and each wake-up (to probe, or when released):
+        # never once a round while held
+        starts = worker_starts(stack, dag_id, run_id)
+        assert len(starts) == 6 and max(starts.values()) <= 6, (starts, outage.table)
 
 
 def test_plain_airflow_burns_every_retry_into_the_same_outage(
