@@ -22,13 +22,13 @@ from airflow_retrywindow import Deadline, RetryWindowPolicy
 from airflow_retrywindow.dependency.check import PROTECTED_PROBE, Hold
 from airflow_retrywindow.dependency.held_try import RESUME_METHOD
 from airflow_retrywindow.hooks.connection_type import CONN_TYPE
+from airflow_retrywindow.policies import lost_try
 from airflow_retrywindow.policies.cluster_policy import task_policy
 from airflow_retrywindow.records.dependency_state import KEY, DependencyRecord
 from airflow_retrywindow.triggers.dependency_hold import DependencyHoldTrigger
 from tests.hooks.fake_api import FakeAirflowApi, Served, serve, task_instance
 from tests.policy.resumable_jobs import Store
 from tests.policy.test_lost_try import EventLog, _recent_mismatch, handed_over
-from tests.policy.test_lost_try import event_log  # noqa: F401  (the fixture)
 
 POOL = "positions_api"
 DAG_ID, RUN_ID = "rw_hold", "manual__2026-03-01"
@@ -54,6 +54,14 @@ class ProbeFails(ConnectionError):
 
 def _load() -> None:
     raise ProbeFails("positions API answered 503")
+
+
+@pytest.fixture
+def lost(monkeypatch: pytest.MonkeyPatch) -> EventLog:
+    """Airflow's event log as the check reads it: what the scheduler's race left."""
+    log = EventLog()
+    monkeypatch.setattr(lost_try, "read_mismatches", log.read)
+    return log
 
 
 @pytest.fixture
@@ -224,12 +232,12 @@ def test_a_probe_on_its_last_attempt_that_fails_is_held_again_not_spent(
 
 
 def test_a_retry_nobody_decided_that_the_model_lets_run_meets_its_pool_too(
-    api: FakeAirflowApi, event_log: EventLog
+    api: FakeAirflowApi, lost: EventLog
 ) -> None:
     """Try 1 deferred and Airflow's scheduler failed it by its race: try 2 starts with no
     decision of ours, the model lets it run, and its pool holds it like any retry."""
     api.task_instances = in_retry(12)
-    event_log.entries.append(_recent_mismatch(1))
+    lost.entries.append(_recent_mismatch(1))
     store = Store()
     with pytest.raises(TaskDeferred):
         start(operator(), store)

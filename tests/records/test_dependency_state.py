@@ -208,9 +208,8 @@ def test_a_record_of_the_older_shape_reads_without_where_it_waited() -> None:
 
 def test_a_held_try_says_where_it_waits() -> None:
     assert ("Waits", "in the triggerer, holding no worker") in held().facts(str)
-    assert ("Waits", "rescheduled, a worker at each check: no triggerer runs, or none woke it in time") in (
-        held(waits_in="worker").facts(str)
-    )
+    rescheduled = "rescheduled, a worker at each check: no triggerer runs, or none woke it in time"
+    assert ("Waits", rescheduled) in held(waits_in="worker").facts(str)
     assert "Waits" not in dict(held(waits_in=None).facts(str))
     assert DependencyRecord.of(changed(waitsIn="pod")) is None
 
