@@ -4,8 +4,9 @@ Four gated loads share the pool ``positions_api``: the pool is their shared
 dependency. Each asks the positions API once per try and fails on anything but 200.
 When the API is down, every first try fails; with three or more of the pool's task
 instances failing the pool is ``open``, and a retry that starts is held at its start
-(rescheduled: its try is not spent) unless it is the round's probe. Once a probe
-succeeds the pool is ``recovering`` and the held retries are released in waves.
+(deferred to the triggerer: its try is not spent, and it holds no worker) unless it is
+the round's probe. Once a probe succeeds the pool is ``recovering`` and the triggerer
+wakes the held retries in waves.
 
 The API's URL is the run's ``conf["api"]``: ``make demo`` points it at a loopback
 stand-in that answers 503 until 40 s after the first retry reached it, then 200

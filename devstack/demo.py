@@ -117,10 +117,11 @@ OUTAGE_LESSON = (
     "The positions API was down until {outage:.0f} s after the first retry reached it. "
     "Every first try failed, so pool {pool} opened: only {probes} retr{ies} reached the "
     "API while it was down (one "
-    "probe a round); the others were held at their start (rescheduled: no try spent; "
-    "{held} holds of the loads' last tries). Once a probe succeeded the pool recovered and let "
-    "the held retries through, each at its next check (in waves while it was still "
-    "recovering), and all {loads} loads succeeded with no attempt exhausted."
+    "probe a round); the others were held at their start (deferred to the triggerer: no "
+    "try spent, no worker while held; {held} holds of the loads' retries). Once a probe "
+    "succeeded the pool recovered, the triggerer woke the held retries within the round "
+    "(in waves while it was still recovering), and all {loads} loads succeeded with no "
+    "attempt exhausted."
 )
 #: how a try that reached the API was let run, by the dependency's latest action
 _LET_RUN = {"probe": "probed", "release": "released", "run": "ran"}
@@ -547,8 +548,8 @@ def dependency_rows(stack: AirflowStack, run_id: str, standin: FleetStandIn) -> 
             for each in answers
         ]
         if held.get(task):
-            # Airflow keeps the reschedules of a task instance's current try only
-            steps.insert(-1, f"try {tries} held {held[task]}x at its start, not spent")
+            # Airflow's event log keeps each hold (deferral) of the task instance's retries
+            steps.insert(-1, f"held {held[task]}x at its retries' start, no try spent")
         outcome = f"{state or 'none'}, try {tries}" if tries > 1 else state or "none"
         decision = "dependency-held" if held.get(task) else record.get("decision", "-")
         rows.append([task, outcome, decision, one_line("; ".join(steps))])

@@ -5,8 +5,9 @@ probes are the first ``min_probes`` of the retries a read lists (the pool's firs
 in a retry, by id), ordered by a hash of the pool, the round and the task instance.
 Every worker and triggerer that reads the same pool in the same round orders them
 alike, so no lock is needed; the order changes every round, so the probes rotate. A
-task instance probes at most once a round; one the triggerer woke for a round may
-still start in the next (its worker can start late). Forced ``open``, the pool has none.
+task instance probes at most once a round; one the triggerer woke for its probe probes
+when its worker starts, whatever the round or the retries listed then. Forced ``open``,
+the pool has none.
 
 **Holds.** A held retry waits in the triggerer, which reads the pool once a round for
 all its held retries and wakes one only to run or to be refused. Where no triggerer
@@ -75,9 +76,11 @@ class Retry:
         included, before its deadline, on the API server's clock.
     :param holds: how often this try was held before.
     :param probed_round: the round it last probed in, if any.
-    :param woken: whether the triggerer woke it from its hold: a failed probe of it is
-        held again rather than spent (so even its last attempt may probe), and the probe
-        it was woken for in the round before may still start.
+    :param protected: whether a failed probe of it is held again rather than spent (it
+        probes from the triggerer's hold): then even its last attempt may probe.
+    :param woken: whether the triggerer woke it before its hold's end: while the pool is
+        open, only to probe (its worker may start in the round after, and the retries
+        listed may have changed since the triggerer chose it).
     """
 
     key: TaskKey
@@ -87,12 +90,13 @@ class Retry:
     latest_start: pendulum.DateTime | None
     holds: int = 0
     probed_round: int | None = None
+    protected: bool = False
     woken: bool = False
 
     @property
     def may_probe(self) -> bool:
         """Whether a failed probe leaves it an attempt, or costs it none."""
-        return self.woken or self.attempts_left >= 2
+        return self.protected or self.attempts_left >= 2
 
 
 @dataclass(frozen=True)
@@ -299,16 +303,13 @@ def _hold_until(
 def _probes(
     state: DependencyState, retry: Retry, number: int, settings: DependencySettings
 ) -> bool:
-    """Whether ``retry`` probes now: chosen in this round, or, woken by the triggerer for
-    the round before, in that one if it has not probed since (its worker starts late)."""
+    """Whether ``retry`` probes now, once a round: chosen in this round, or woken by the
+    triggerer while the pool is open (it wakes a held retry early only to probe)."""
     if state.forced or not retry.may_probe:
         return False  # forced open: the dependency is known down, nothing probes
-    for round_number in (number, number - 1) if retry.woken else (number,):
-        if retry.probed_round is not None and retry.probed_round >= round_number:
-            continue
-        if retry.key in probes_of(state, round_number, settings):
-            return True
-    return False
+    if retry.probed_round is not None and retry.probed_round >= number:
+        return False
+    return retry.woken or retry.key in probes_of(state, number, settings)
 
 
 def _in_time(retry: Retry, now: pendulum.DateTime) -> bool:

@@ -119,7 +119,7 @@ def dependency_verdict(
     pool = str(task.pool)
     kept = _kept(context)
     waits_in = _waits_in(kept, int(ti.try_number))
-    retry = _retry(context, kept, woken=waits_in == TRIGGERER)
+    retry = _retry(context, kept, waits_in)
     state: DependencyState | None = None
     api: Any = None
     try:
@@ -247,7 +247,9 @@ def _triggerer(api: Any, state: DependencyState | None) -> bool:
         return False
 
 
-def _retry(context: Mapping[str, Any], kept: DependencyRecord | None, *, woken: bool) -> Retry:
+def _retry(
+    context: Mapping[str, Any], kept: DependencyRecord | None, waits_in: str | None
+) -> Retry:
     task, ti = context["task"], context["ti"]
     policy = task.retry_policy
     try_number = int(ti.try_number)
@@ -263,7 +265,12 @@ def _retry(context: Mapping[str, Any], kept: DependencyRecord | None, *, woken: 
         latest_start=pendulum.instance(policy.deadline.resolve(context)) - work,
         holds=kept.holds if same_try and kept is not None else 0,
         probed_round=kept.probed_round if kept is not None else None,
-        woken=woken,
+        protected=waits_in == TRIGGERER,
+        # before its hold's end: the triggerer woke it (after it, its watch ended)
+        woken=waits_in == TRIGGERER
+        and kept is not None
+        and kept.hold_until is not None
+        and pendulum.now("UTC") < kept.hold_until,
     )
 
 
@@ -289,8 +296,8 @@ def _hold(admission: Admission, retry: Retry, pool: str, settings: DependencySet
     if retry.latest_start is not None:
         until = min(until, retry.latest_start)
     probed = admission.round if admission.action == PROBE else retry.probed_round
-    # the triggerer wakes it: a probe it is woken for is held again if it fails
-    held = replace(retry, probed_round=probed, holds=retry.holds + 1, woken=True)
+    # in the triggerer: a probe it is woken for is held again if it fails
+    held = replace(retry, probed_round=probed, holds=retry.holds + 1, protected=True, woken=False)
     return Hold(held, pool, settings, max(until, now + timedelta(seconds=MIN_HOLD)))
 
 

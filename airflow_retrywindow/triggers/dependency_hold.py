@@ -113,7 +113,7 @@ class DependencyHoldTrigger(BaseTrigger):
             state = await watch.state()
             now = watch.server_now()
             if now >= until:
-                woken = {"action": HOLD, "reason": f"held since the watch began, until {until}"}
+                woken = {"action": HOLD, "reason": "held an hour, or to its latest start"}
                 break
             if state is not None:
                 admission = admit(state, retry, settings)

@@ -137,20 +137,25 @@ def test_probes_rotate_among_the_task_instances_over_rounds() -> None:
     assert len(probes) >= 8
 
 
-def test_a_probe_may_start_in_the_round_after_it_was_chosen_but_probes_once() -> None:
+def test_a_retry_the_triggerer_woke_probes_once_whatever_its_worker_reads_then() -> None:
     state = outage()
     number = round_of(state.read_at, SETTINGS)
     (probe,) = probes_of(state, number, SETTINGS)
     item = next(each for each in held_retries() if each.key == probe)
     assert admit(state, retry_of(item), SETTINGS).action == PROBE
     assert admit(state, retry_of(item, probed_round=number), SETTINGS).action == HOLD
-    # woken for it, its worker starts in the next round: it still probes, once
-    later = replace(state, read_at=round_start(number + 1, SETTINGS) + timedelta(seconds=2))
-    if probe not in probes_of(later, number + 1, SETTINGS):
-        assert admit(later, retry_of(item, woken=True), SETTINGS).action == PROBE
-        assert admit(later, retry_of(item), SETTINGS).action == HOLD  # not woken for it
-        woken_and_probed = retry_of(item, woken=True, probed_round=number)
-        assert admit(later, woken_and_probed, SETTINGS).action == HOLD
+    # its worker starts in the next round, and a retry left the ones listed: it still
+    # probes, as the triggerer chose it, once
+    others = [each for each in held_retries() if each.key != probe][1:]
+    later = read([item, *others], round_start(number + 1, SETTINGS) + timedelta(seconds=2))
+    assert admit(later, retry_of(item, woken=True), SETTINGS).action == PROBE
+    woken_and_probed = retry_of(item, woken=True, probed_round=number + 1)
+    assert admit(later, woken_and_probed, SETTINGS).action == HOLD
+    # woken, it probes only while the pool is open: recovered, it waits for its wave
+    assert admit(replace(later, state=RECOVERING), retry_of(item, woken=True), SETTINGS).action in (
+        RELEASE,
+        HOLD,
+    )
 
 
 def test_a_read_lists_at_most_a_page_of_candidates_whatever_the_pool_holds() -> None:
@@ -186,9 +191,10 @@ def test_a_retry_with_one_attempt_left_probes_only_where_its_failed_probe_is_hel
     state = read(tries, T0 + timedelta(seconds=1))
     assert state.state == OPEN
     number = round_of(state.read_at, SETTINGS)
-    chosen = {*probes_of(state, number, SETTINGS), *probes_of(state, number - 1, SETTINGS)}
-    woken = {item.key for item in tries if admit(state, retry_of(item, woken=True), SETTINGS).runs}
-    assert woken == chosen and 1 <= len(woken) <= 2  # this round's, and the last one's
+    protected = [
+        item for item in tries if admit(state, retry_of(item, protected=True), SETTINGS).runs
+    ]
+    assert [item.key for item in protected] == list(probes_of(state, number, SETTINGS))
     spent = {admit(state, retry_of(item), SETTINGS).action for item in tries}
     assert spent == {HOLD}
 

@@ -54,7 +54,7 @@ def replay_an_hour() -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
                 backoff_seconds=BACKOFF,
                 latest_start=START + timedelta(hours=6),
                 probed_round=probed[n],
-                woken=True,
+                protected=True,
             )
             found = admit(state, retry, SETTINGS)
             if found.action == PROBE:

@@ -157,7 +157,7 @@ def test_a_held_retry_is_deferred_to_the_triggerer_with_its_resume_method(
     assert type(deferred.value.timeout) is timedelta
     classpath, kwargs = trigger.serialize()
     assert classpath == "airflow_retrywindow.triggers.dependency_hold.DependencyHoldTrigger"
-    assert kwargs["pool"] == POOL and kwargs["retry"]["woken"] is True
+    assert kwargs["pool"] == POOL and kwargs["retry"]["protected"] is True
     # three counts, each a page of at most 100 rows, then the health check
     listings = [r for r in api.received if r.path.endswith("/taskInstances")]
     assert len(listings) == 3
