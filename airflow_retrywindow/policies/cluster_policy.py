@@ -64,9 +64,10 @@ def task_policy(task: Any) -> None:
     """
     from airflow_retrywindow import configuration
     from airflow_retrywindow.policies.check import gated, task_problem
+    from airflow_retrywindow.policies.composition import holds_window
 
     is_gated = gated(task)
-    if not is_gated and not hasattr(task, "retry_window_problems"):
+    if not is_gated and not hasattr(task, "retry_window_problems") and not holds_window(task):
         return  # most tasks: nothing of ours, and no configuration read
     try:
         mode = configuration.policy_checks()

@@ -35,6 +35,7 @@ from typing import Any
 from airflow_retrywindow import metrics
 from airflow_retrywindow.dependency.check import dependency_verdict
 from airflow_retrywindow.policies import lost_try
+from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.try_start import (
     REFUSE,
@@ -92,7 +93,7 @@ class RetryStartCheck:
     def verdict(self, context: Mapping[str, Any]) -> StartVerdict | None:
         """What this try does: ``None`` runs it as decided before, else the new verdict."""
         task, ti = context["task"], context["ti"]
-        policy = task.retry_policy
+        policy = window_of(task)
         try:
             try_number = int(ti.try_number)
             previous = _previous_try_of_window(policy, task, ti)
@@ -133,7 +134,7 @@ class RetryStartCheck:
         task = context["task"]
         if not resumable(task):
             return None
-        verdict: StartVerdict = task.retry_policy.start_decided(
+        verdict: StartVerdict = window_of(task).start_decided(
             context, first_of_window=first_of_window
         )
         if verdict.action in (REFUSE, RESCHEDULE):
