@@ -80,13 +80,14 @@ class Classified:
         return self.policy is not None
 
     def subject(self) -> str:
-        """What the reason adds about the class, e.g. ``classified terminal by X: why``."""
-        if not self.asked:
+        """What the reason adds about the class, e.g. ``classified terminal by X: why``.
+
+        Nothing when the window's own classes decided: the evidence says why.
+        """
+        if self.by != CLASSIFIER:
             return ""
-        if self.by == CLASSIFIER:
-            said = f": {self.reason}" if self.reason else ""
-            return f"classified {self.failure} by {self.policy}{said}"
-        return f"{self.policy} did not classify it ({self.reason}); the window's classes decide"
+        said = f": {self.reason}" if self.reason else ""
+        return f"classified {self.failure} by {self.policy}{said}"
 
     def as_dict(self) -> dict[str, Any]:
         """As stored in the evidence."""

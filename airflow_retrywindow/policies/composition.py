@@ -96,6 +96,8 @@ class Placement:
         answer nothing but FAIL or DEFAULT (the only kind allowed there) is asked again,
         being rules over the exception; of another, that it was asked.
         """
+        from airflow_retrywindow.redaction import safe_text
+
         said = []
         for step in self.before:
             if retry_answer(step.policy) is not None:
@@ -105,7 +107,8 @@ class Placement:
                 answer = step.policy.evaluate(
                     exception=exception, try_number=try_number, max_tries=max_tries, context=context
                 )
-                said.append(f"{step.name}: {getattr(answer, 'reason', None) or 'no decision'}")
+                text = getattr(answer, "reason", None) or "no decision"
+                said.append(f"{step.name}: {safe_text(str(text), limit=200)}")
             except Exception as error:  # the chain counts a policy that raises as no decision
                 said.append(f"{step.name}: raised {type(error).__name__}")
         return said
