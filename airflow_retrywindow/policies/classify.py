@@ -31,10 +31,10 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from airflow_retrywindow.records.composition import CLASSIFIER, WINDOW, Classification
 from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL
 from airflow_retrywindow.redaction import describe_exception, safe_text
 
@@ -45,63 +45,16 @@ CLASSIFY_SHARE = 0.5
 #: how much of the classifier's reason is kept
 MAX_CLASSIFIER_REASON = 200
 
-#: how the class was found (``classified.by`` in the evidence)
-DECLARED = "declared"
-CLASSIFIER = "classifier"
-WINDOW = "window"
 
+def reason_part(classified: Classification) -> str:
+    """What the decision's reason says of the class: only a classifier's FAIL or RETRY.
 
-@dataclass(frozen=True)
-class Classified:
-    """What the failure was classified as, by whom, and why.
-
-    :param failure: unknown, terminal or retryable.
-    :param by: ``declared`` (the window's own classes), ``classifier`` (its FAIL or
-        RETRY), or ``window`` (the classifier gave no usable answer).
-    :param policy: the classifier's class name, when one was asked.
-    :param answer: what it answered: ``fail``, ``retry``, ``default``, ``raised``,
-        ``invalid`` or ``timeout``.
-    :param reason: its reason, or why its answer was not used, safe to store.
-    :param floor: the shortest wait it asked for, whole seconds, on a RETRY with a delay.
-    :param seconds: how long it was waited for.
+    When the window's own classes decided, the evidence says why.
     """
-
-    failure: str
-    by: str
-    policy: str | None = None
-    answer: str | None = None
-    reason: str | None = None
-    floor: int | None = None
-    seconds: float | None = None
-
-    @property
-    def asked(self) -> bool:
-        """Whether a classifier was asked at all."""
-        return self.policy is not None
-
-    def subject(self) -> str:
-        """What the reason adds about the class, e.g. ``classified terminal by X: why``.
-
-        Nothing when the window's own classes decided: the evidence says why.
-        """
-        if self.by != CLASSIFIER:
-            return ""
-        said = f": {self.reason}" if self.reason else ""
-        return f"classified {self.failure} by {self.policy}{said}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """As stored in the evidence."""
-        found: dict[str, Any] = {"failure": self.failure, "by": self.by}
-        for key, value in (
-            ("policy", self.policy),
-            ("answer", self.answer),
-            ("reason", self.reason),
-            ("floorSeconds", self.floor),
-            ("seconds", None if self.seconds is None else round(self.seconds, 3)),
-        ):
-            if value is not None:
-                found[key] = value
-        return found
+    if classified.by != CLASSIFIER:
+        return ""
+    said = f": {classified.reason}" if classified.reason else ""
+    return f"classified {classified.failure} by {classified.policy}{said}"
 
 
 def bound_problem(timeout: timedelta) -> str | None:
@@ -144,7 +97,7 @@ def ask(
     max_tries: int,
     context: Any,
     wait: float,
-) -> Classified:
+) -> Classification:
     """The class ``classifier`` gives an undeclared failure, waited for at most ``wait`` s."""
     from airflow.sdk import RetryAction, RetryDecision
 
@@ -168,8 +121,8 @@ def ask(
     answered = done.wait(wait)
     took = time.monotonic() - started
 
-    def fallback(kind: str, why: str) -> Classified:
-        return Classified(RETRYABLE, WINDOW, name, kind, why, seconds=took)
+    def fallback(kind: str, why: str) -> Classification:
+        return Classification(RETRYABLE, WINDOW, name, kind, why, seconds=took)
 
     if not answered:
         return fallback("timeout", f"no answer within {wait:g} s, the decision's bound")
@@ -180,9 +133,9 @@ def ask(
         return fallback("invalid", f"it returned {type(decision).__name__}, not a RetryDecision")
     said = safe_text(str(decision.reason), limit=MAX_CLASSIFIER_REASON) if decision.reason else None
     if decision.action is RetryAction.FAIL:
-        return Classified(TERMINAL, CLASSIFIER, name, "fail", said, seconds=took)
+        return Classification(TERMINAL, CLASSIFIER, name, "fail", said, seconds=took)
     if decision.action is RetryAction.RETRY:
         delay = decision.retry_delay
         floor = max(0, math.ceil(delay.total_seconds())) if isinstance(delay, timedelta) else 0
-        return Classified(RETRYABLE, CLASSIFIER, name, "retry", said, floor or None, took)
+        return Classification(RETRYABLE, CLASSIFIER, name, "retry", said, floor or None, took)
     return fallback("default", f"it answered DEFAULT{f': {said}' if said else ''}")

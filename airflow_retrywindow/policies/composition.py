@@ -34,7 +34,10 @@ import importlib
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_retrywindow.records.composition import ChainPlace
 
 #: where the SDK keeps ``ChainRetryPolicy`` (Airflow 3.4) and where the backport does
 CHAIN_MODULES = (
@@ -113,22 +116,17 @@ class Placement:
                 said.append(f"{step.name}: raised {type(error).__name__}")
         return said
 
-    def as_dict(self, earlier: list[str] | None = None) -> dict[str, Any]:
-        """Where the window sits, what is asked around it and what the earlier ones said."""
-        found: dict[str, Any] = {
-            "where": self.where,
-            "decidedBy": type(self.window).__name__,
-            "before": [f"{step.where}: {step.name}" for step in self.before],
-            "after": [f"{step.where}: {step.name}" for step in self.after],
-        }
-        if earlier is not None:
-            found["earlier"] = list(earlier)
-        return found
+    def place(self, earlier: list[str]) -> ChainPlace:
+        """Where the window sits and what the earlier policies said, as kept in the evidence."""
+        from airflow_retrywindow.records.composition import ChainPlace
 
-    def subject(self, earlier: list[str]) -> str:
-        """What the reason adds: which policy of the chain decided, after what."""
-        after = f", after {'; '.join(earlier)}" if earlier else ""
-        return f"decided by {type(self.window).__name__} at {self.where}{after}"
+        return ChainPlace(
+            where=self.where,
+            decided_by=type(self.window).__name__,
+            before=tuple(f"{step.where}: {step.name}" for step in self.before),
+            after=tuple(f"{step.where}: {step.name}" for step in self.after),
+            earlier=tuple(earlier),
+        )
 
 
 def is_window(policy: object) -> bool:

@@ -42,10 +42,10 @@ from airflow_retrywindow.model import Decision, Fixture, TaskDecision, TaskState
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies.classify import (
     DEFAULT_CLASSIFY_TIMEOUT,
-    Classified,
     ask,
     bound_problem,
     classify_wait,
+    reason_part,
 )
 from airflow_retrywindow.policies.composition import placement_of
 from airflow_retrywindow.policies.failures import Classifier, ExceptionSpec
@@ -61,6 +61,12 @@ from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
 from airflow_retrywindow.read_retry import ReadCount, ReadTally
 from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records.composition import (
+    DECLARED,
+    WINDOW,
+    ChainPlace,
+    Classification,
+)
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.records.work_scope import WorkScope
 from airflow_retrywindow.redaction import describe_exception
@@ -100,7 +106,7 @@ class Failure:
     attempts: int
     job: JobRead | None = None
     lost: LostTry | None = None
-    classified: Classified | None = None
+    classified: Classification | None = None
     chain: dict[str, Any] | None = None
 
     @property
@@ -271,46 +277,44 @@ class RetryWindowPolicy(RetryPolicy):
             task = _task_of(context)
             settings = self.settings_of(task)
             classified = self._classified(exception, try_number, max_tries, context)
-            failure = classified.failure
-            placement = placement_of(task)
-            chained = placement is not None and placement.window is self and placement.chained
-            earlier = (
-                placement.earlier_answers(exception, try_number, max_tries, context)
-                if placement is not None and chained
-                else []
-            )
-            subject = "; ".join(
-                part
-                for part in (
-                    describe_exception(exception),
-                    classified.subject(),
-                    placement.subject(earlier) if placement is not None and chained else "",
-                )
-                if part
-            )
+            place = self._place_in_chain(task, exception, try_number, max_tries, context)
+            said = (reason_part(classified), place.words() if place else "")
             failed = Failure(
-                failure=failure,
-                subject=subject,
+                failure=classified.failure,
+                subject="; ".join(p for p in (describe_exception(exception), *said) if p),
                 try_number=try_number,
                 attempts=settings.attempts_in_window(try_number, max_tries),
-                job=self._read_job(task, context, try_number) if failure == UNKNOWN else None,
-                classified=classified if classified.asked else None,
-                chain=placement.as_dict(earlier) if placement is not None and chained else None,
+                job=(
+                    self._read_job(task, context, try_number)
+                    if classified.failure == UNKNOWN
+                    else None
+                ),
+                classified=classified if classified.policy is not None else None,
+                chain=place.as_dict() if place else None,
             )
             return self._decide(failed, settings, context).airflow
         except BaseException as error:
             # Airflow falls back to its own retries when a policy raises: never let it
             return self._cannot_evaluate(error, context, try_number)
 
+    def _place_in_chain(
+        self, task: Any, exception: BaseException, try_number: int, max_tries: int, context: Any
+    ) -> ChainPlace | None:
+        """Where this window sits in the task's chain, and what the policies before it said."""
+        found = placement_of(task)
+        if found is None or found.window is not self or not found.chained:
+            return None
+        return found.place(found.earlier_answers(exception, try_number, max_tries, context))
+
     def _classified(
         self, exception: BaseException, try_number: int, max_tries: int, context: Any
-    ) -> Classified:
+    ) -> Classification:
         """The failure's class: the window's own classes first, then its classifier."""
         declared = self.classifier.declared(exception)
         if declared is not None:
-            return Classified(declared, "declared")
+            return Classification(declared, DECLARED)
         if self.classify is None:
-            return Classified(RETRYABLE, "window")
+            return Classification(RETRYABLE, WINDOW)
         wait = classify_wait(self.classify_timeout, configuration.clock_read_limit())
         return ask(
             self.classify,

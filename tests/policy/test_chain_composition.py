@@ -138,7 +138,7 @@ def test_a_rule_that_fails_first_ends_the_task_and_the_window_decides_the_rest()
         "after": [],
         "earlier": ["ExceptionRetryPolicy: no decision"],
     }
-    assert "decided by RetryWindowPolicy at retry_policy.policies[1], after " in latest["reason"]
+    assert "Decided by RetryWindowPolicy at retry_policy.policies[1], after " in latest["reason"]
 
 
 def test_a_bare_window_keeps_no_chain_in_its_evidence() -> None:
