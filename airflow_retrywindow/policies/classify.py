@@ -18,7 +18,7 @@ declared unknown is reconciled first whatever a model would say.
 **The bound.** A classifier may wait for a model (``ClassifierRetryPolicy`` and
 ``LLMRetryPolicy`` wait up to 30 s by default). The decision it feeds also reads the
 API server's clock, and while that server is unreachable the task's supervisor kills
-the try after ``heartbeat_tolerance`` (9 s by default), before any decision is kept.
+the try after ``heartbeat_tolerance`` (10 s by default), before any decision is kept.
 So the classifier and the clock read share one bound, ``[retry_window]
 clock_read_limit`` (1 s below that tolerance by default): the classifier is given at
 most ``classify_timeout`` (4 s by default) and never more than half the bound, and
