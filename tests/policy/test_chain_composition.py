@@ -265,3 +265,29 @@ def test_the_sdks_chain_and_a_list_are_found_on_airflow_3_4(sdk_with_chain: type
 def test_a_list_that_retries_first_is_refused_on_airflow_3_4(sdk_with_chain: type) -> None:
     (problem,) = check_dag(operator([retry_on_connection(), window()]).dag)
     assert problem.startswith("rw_paths: task 'load': retry_policy[0] (ExceptionRetryPolicy)")
+
+
+# -- the gate, the sensor and the notifier read a chained window ----------------------------
+
+
+def test_the_gate_takes_a_chained_windows_estimates_and_waits() -> None:
+    from airflow_retrywindow.gate.estimates import resolve_estimates
+    from airflow_retrywindow.gate.targets import settings_of
+    from airflow_retrywindow.timing.work import Work
+
+    gate = window(duration=timedelta(minutes=2), validation=timedelta(minutes=1), jitter=0.5)
+    task = operator(ChainRetryPolicy([fail_on_permission(), gate]))
+    found = resolve_estimates(task.dag, {"load": None}, None)
+    assert found.works == {"load": Work(duration=120, validation=60, safe_repeat=True)}
+    assert found.deadline is gate.deadline
+    assert found.sources["load"]["deadline"] == "policy"
+    # the policy's jitter widens the waits the gate decides on, as for a bare window
+    assert settings_of(task).initial_delay == 45
+
+
+def test_the_notifier_takes_a_chained_windows_deadline() -> None:
+    from airflow_retrywindow.notifications.lookup import _deadline_and_work
+
+    task = operator(ChainRetryPolicy([fail_on_permission(), window()]))
+    deadline, work = _deadline_and_work(context(task, try_number=1, store=Store()), task)
+    assert deadline is not None and work == 180
