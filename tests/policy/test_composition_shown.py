@@ -67,6 +67,22 @@ def test_the_view_shows_them_under_the_reason(stored: dict[str, Any]) -> None:
     assert row.reason.startswith("repair-cause: ")
 
 
+def test_the_page_shows_them_escaped(stored: dict[str, Any]) -> None:
+    from airflow_retrywindow.links.addresses import ViewLinks
+    from airflow_retrywindow.plugins.page import task_page
+
+    rows = policy_rows("load", -1, stored)
+    page = task_page(
+        ViewLinks("/base/retry-window", "rw_paths", "manual__1"),
+        task_id="load",
+        map_index=-1,
+        policy=rows,
+        records=[],
+    )
+    assert f'<p class="composition">{CHAIN_WORDS} {CLASSIFIER_WORDS}</p>' in page
+    assert SECRET not in page
+
+
 def test_the_notifier_says_them(stored: dict[str, Any]) -> None:
     notice = from_evidence(stored["latest"], "load")
     message = compose(TaskTry("rw_paths", "manual__1", "load", 1), [notice])
