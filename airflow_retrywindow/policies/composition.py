@@ -34,10 +34,9 @@ import importlib
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from airflow_retrywindow.records.composition import ChainPlace
+from airflow_retrywindow.records.composition import ChainPlace
 
 #: where the SDK keeps ``ChainRetryPolicy`` (Airflow 3.4) and where the backport does
 CHAIN_MODULES = (
@@ -118,8 +117,6 @@ class Placement:
 
     def place(self, earlier: list[str]) -> ChainPlace:
         """Where the window sits and what the earlier policies said, as kept in the evidence."""
-        from airflow_retrywindow.records.composition import ChainPlace
-
         return ChainPlace(
             where=self.where,
             decided_by=type(self.window).__name__,

@@ -98,6 +98,8 @@ class Failure:
     :param attempts: attempts of the window the model counts, the failed one included.
     :param job: what the status read of a resumable job found, when one was read.
     :param lost: the try Airflow's scheduler failed by its race, when that is the failure.
+    :param classified: what the window's classifier answered, when it was asked.
+    :param chain: where the window sits in a chain, and what the policies before it said.
     """
 
     failure: str
@@ -107,7 +109,7 @@ class Failure:
     job: JobRead | None = None
     lost: LostTry | None = None
     classified: Classification | None = None
-    chain: dict[str, Any] | None = None
+    chain: ChainPlace | None = None
 
     @property
     def state(self) -> TaskState:
@@ -290,7 +292,7 @@ class RetryWindowPolicy(RetryPolicy):
                     else None
                 ),
                 classified=classified if classified.policy is not None else None,
-                chain=place.as_dict() if place else None,
+                chain=place,
             )
             return self._decide(failed, settings, context).airflow
         except BaseException as error:
@@ -511,7 +513,7 @@ class RetryWindowPolicy(RetryPolicy):
                 reconciliation=failed.job.as_dict() if failed.job else None,
                 lost_try=failed.lost.as_dict() if failed.lost else None,
                 classified=failed.classified.as_dict() if failed.classified else None,
-                chain=failed.chain,
+                chain=failed.chain.as_dict() if failed.chain else None,
             ),
         )
         metrics.policy_decided(
