@@ -25,7 +25,7 @@ import pytest
 from devstack.stack import AirflowStack, sqlite_stack
 from tests.policy.test_api_outage_on_scheduler import evidence
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=3)]
 
 DAGS = Path(__file__).with_name("chain_dags")
 #: what the chain DAGs share with the scheduler paths' DAGs, copied beside them
