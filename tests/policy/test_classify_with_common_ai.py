@@ -99,3 +99,13 @@ def test_a_window_as_a_classifiers_fallback_is_refused() -> None:
     (problem,) = check_dag(operator(hidden).dag)
     assert "retry_policy (ClassifierRetryPolicy) holds a RetryWindowPolicy at " in problem
     assert "retry_policy.fallback_policy" in problem
+
+
+def test_an_llm_retry_policy_classifies_too() -> None:
+    # the test model answers should_retry=False with the reasoning "a"
+    decision, entry = decide(retry.LLMRetryPolicy(llm_conn_id=CONN_ID), ValueError("bad rows"))
+    assert decision.reason.startswith("repair-cause: ")
+    assert (entry["classified"]["policy"], entry["classified"]["answer"]) == (
+        "LLMRetryPolicy",
+        "fail",
+    )
