@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from airflow.exceptions import AirflowClusterPolicyViolation
-from airflow.providers.common.compat.sdk import ChainRetryPolicy
 from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryPolicy, RetryRule
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -27,8 +26,11 @@ from airflow_retrywindow.policies.cluster_policy import task_policy
 from airflow_retrywindow.policies.composition import placement_of, window_of
 from airflow_retrywindow.policies.retry_start import RetryStartCheck
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY, UNKNOWN
+from tests.policy.chains import chain_class
 from tests.policy.resumable_jobs import Store, context, policy
 from tests.policy.test_failure_paths import operator
+
+ChainRetryPolicy = chain_class()
 
 
 def window(**overrides: Any) -> RetryWindowPolicy:

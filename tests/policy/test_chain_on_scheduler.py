@@ -23,9 +23,11 @@ from pathlib import Path
 import pytest
 
 from devstack.stack import AirflowStack, sqlite_stack
+from tests.policy.chains import chain_class
 from tests.policy.test_api_outage_on_scheduler import evidence
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=3)]
+chain_class()  # its DAGs chain with common.compat's ChainRetryPolicy: skipped without it
 
 DAGS = Path(__file__).with_name("chain_dags")
 #: what the chain DAGs share with the scheduler paths' DAGs, copied beside them

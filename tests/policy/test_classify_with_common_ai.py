@@ -14,14 +14,16 @@ from typing import Any
 
 import pendulum
 import pytest
-from airflow.providers.common.compat.sdk import ChainRetryPolicy
 from airflow.sdk import RetryAction
 
 from airflow_retrywindow import Deadline, check_dag
 from airflow_retrywindow.records.evidence import TERMINAL, UNKNOWN
+from tests.policy.chains import chain_class
 from tests.policy.resumable_jobs import policy
 from tests.policy.test_classify import decide
 from tests.policy.test_failure_paths import operator
+
+ChainRetryPolicy = chain_class()
 
 retry = pytest.importorskip(
     "airflow.providers.common.ai.policies.retry", reason="the common-ai extra (Python 3.11+)"

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.providers.common.compat.sdk import ChainRetryPolicy
 from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.log import mask_secret
 
@@ -23,8 +22,11 @@ from airflow_retrywindow.plugins.decision_rows import policy_rows
 from airflow_retrywindow.records.composition import ChainPlace, Classification
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from tests.cli.cli_runner import run_cli
+from tests.policy.chains import chain_class
 from tests.policy.resumable_jobs import Store, context, policy
 from tests.policy.test_failure_paths import operator
+
+ChainRetryPolicy = chain_class()
 
 SECRET = "tok-" + secrets.token_hex(16)
 
