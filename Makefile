@@ -1,7 +1,7 @@
 # One-command entry points. Everything installs into .venv from constraints.txt.
 #
 # `make demo` and `make up` need only Python and make: they install the project and
-# Airflow. `make install` adds the google extra and the development groups (test, dev,
+# Airflow. `make install` adds the google and common-ai extras and the development groups (test, dev,
 # distributed; pyproject.toml). `make test` also installs, where apt-get exists, the
 # Debian packages of the browser and compose file tests (devstack/install_system_packages.sh);
 # elsewhere it says which and those tests skip.
@@ -34,8 +34,8 @@ $(RUNTIME): pyproject.toml constraints.txt airflow_retrywindow/__init__.py
 	@touch $@
 
 $(STAMP): $(RUNTIME)
-	@echo "==> installing the google extra and the test, dev and distributed groups"
-	@$(UV_INSTALL) $(CONSTRAINTS) --editable ".[google]" \
+	@echo "==> installing the google and common-ai extras and the test, dev and distributed groups"
+	@$(UV_INSTALL) $(CONSTRAINTS) --editable ".[google,common-ai]" \
 		--group test --group dev --group distributed
 	@touch $@
 

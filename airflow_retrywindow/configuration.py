@@ -206,7 +206,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
             an unreachable API server: (``[workers] max_failed_heartbeats`` - 1) x
             ``[workers] min_heartbeat_interval`` (10 s by default), or the supervisor
             kills the try before its decision is recorded. Empty: 1 s below that (9 s
-            by default)."""
+            by default). A RetryWindowPolicy's classifier (classify=) counts towards it
+            and may take at most half of it."""
         ),
         "version_added": None,
         "type": "float",

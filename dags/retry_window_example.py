@@ -6,7 +6,8 @@ so each day plays the same way. Every try of a task runs in a process of its own
 so the stand-in keeps its jobs in files, one JSON file per job under
 ``$AIRFLOW_HOME/stand-in-warehouse/<run id>/``.
 
-* ``report`` fails once with a retryable error and waits out its backoff;
+* ``report`` fails once with a retryable error, which its rules (an ``ExceptionRetryPolicy``
+  given to the window as ``classify=``) call retryable, and waits out its backoff;
 * ``load`` is a WRITE_APPEND job on the stand-in warehouse, built on Airflow's
   ``ResumableJobMixin`` (``StandInLoadOperator`` below): it submits
   ``positions_load_<date>_v3_a<try>``, keeps the id in the task state store and
@@ -57,7 +58,16 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, BaseOperator, Param, ResumableJobMixin, task
+from airflow.sdk import (
+    DAG,
+    BaseOperator,
+    ExceptionRetryPolicy,
+    Param,
+    ResumableJobMixin,
+    RetryAction,
+    RetryRule,
+    task,
+)
 
 from airflow_retrywindow import (
     Budget,
@@ -109,6 +119,7 @@ def gated(
     *,
     safe_repeat: bool = True,
     failed_statuses: tuple[str, ...] = (),
+    classify: ExceptionRetryPolicy | None = None,
 ) -> RetryWindowPolicy:
     """The retry window policy every task of this DAG uses."""
     return RetryWindowPolicy(
@@ -119,7 +130,29 @@ def gated(
         unknown=[TimeoutError],
         terminal=[PermissionError],
         failed_statuses=failed_statuses,
+        classify=classify,
     )
+
+
+#: the report's rules, as a team writes them for Airflow's ExceptionRetryPolicy. They
+#: classify for the window rather than decide: a RETRY here is still checked against the
+#: deadline (its delay would only be the shortest wait), and a FAIL ends the task
+#: (repair-cause) with the rule's reason. In a ChainRetryPolicy before the window, the
+#: RETRY rule would bypass it, and the DAG would be refused when it is parsed.
+REPORT_RULES = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=ConnectionError,
+            action=RetryAction.RETRY,
+            reason="the positions database drops idle connections; a new try reconnects",
+        ),
+        RetryRule(
+            exception=KeyError,
+            action=RetryAction.FAIL,
+            reason="a fund is missing from the report template; repair the template",
+        ),
+    ]
+)
 
 
 def client_job_prefix(context: Any, step: str) -> str:
@@ -393,7 +426,7 @@ with DAG(
         """Succeeds; its output still has to be validated before delivery."""
         return {**extracted, "transform_version": TRANSFORM_VERSION}
 
-    @task(pool=POOL, pool_slots=1, retry_policy=gated(20, 5), **RETRIES)
+    @task(pool=POOL, pool_slots=1, retry_policy=gated(20, 5, classify=REPORT_RULES), **RETRIES)
     def report(transformed: dict[str, Any], **context: Any) -> str:
         """Fails once with a retryable error, then succeeds after the model's backoff."""
         if context["ti"].try_number == 1:

@@ -299,7 +299,7 @@ def test_airflow_is_admitted_only_in_the_tested_minor_release() -> None:
 
 
 def test_development_tools_are_dependency_groups_not_extras() -> None:
-    assert set(project()["optional-dependencies"]) == {"google"}
+    assert set(project()["optional-dependencies"]) == {"google", "common-ai"}
     groups = pyproject()["dependency-groups"]
     assert {"test", "dev", "distributed"} <= set(groups)
     tools = {"pytest", "hypothesis", "ruff", "mypy", "build", "twine", "nox", "selenium"}

@@ -212,6 +212,8 @@ def _stored_lines(
         lines.append(
             "The stored result is not what the fixture gives today; the table shows this replay."
         )
+    if facts.composition:
+        lines.append(facts.composition)
     dependency = _stored_dependency(facts, written)
     lines += dependency
     if KEY not in entry:

@@ -40,6 +40,7 @@ from airflow_retrywindow.dependency.admission import (
 from airflow_retrywindow.dependency.fleet import DependencyState
 from airflow_retrywindow.dependency.pool_read import forced_state, read_pool
 from airflow_retrywindow.dependency.settings import MAX_HOLD, DependencySettings
+from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.policies.try_start import DEFER, RESCHEDULE, StartVerdict
 from airflow_retrywindow.policies.try_start import REFUSE as REFUSED
 from airflow_retrywindow.records.dependency_state import (
@@ -251,7 +252,7 @@ def _retry(
     context: Mapping[str, Any], kept: DependencyRecord | None, waits_in: str | None
 ) -> Retry:
     task, ti = context["task"], context["ti"]
-    policy = task.retry_policy
+    policy = window_of(task)
     try_number = int(ti.try_number)
     retry_settings = policy.settings_of(task)
     attempts = retry_settings.attempts_in_window(try_number, int(ti.max_tries))

@@ -26,6 +26,7 @@ import pendulum
 
 from airflow_retrywindow.dependency.admission import HOLD
 from airflow_retrywindow.dependency.check import PROTECTED_PROBE, Hold, keep_record
+from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.dependency_state import KEY, TRIGGERER, DependencyRecord
 from airflow_retrywindow.redaction import describe_exception
@@ -54,7 +55,7 @@ class HeldTryResume:
         try:
             return self.task.execute(context)
         except Exception as error:
-            if self.task.retry_policy.classifier.classify(error) != evidence.RETRYABLE:
+            if window_of(self.task).classifier.classify(error) != evidence.RETRYABLE:
                 raise
             defer_again(context, hold, describe_exception(error))
 

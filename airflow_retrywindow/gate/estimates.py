@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
-from airflow_retrywindow.policies.check import gated
+from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.records.estimate_source import (
     AGREED,
     GATE,
@@ -145,7 +145,7 @@ def _settle(
         if task_id not in task_dict:
             continue
         task = task_dict[task_id]
-        policy = task.retry_policy if gated(task) else None
+        policy = window_of(task)
         work, where, wrong = _work_of(task_id, given, policy, asker)
         problems.extend(wrong)
         if work is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
-from airflow_retrywindow.policies.check import gated
+from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
 from airflow_retrywindow.timing.work import Work
 
@@ -105,7 +105,7 @@ def target_of(task_id: str, work: Work, task: Any, settings: RetrySettings) -> T
         task_id=task_id,
         work=work,
         settings=settings,
-        gated=gated(task),
+        gated=window_of(task) is not None,
         pool=str(getattr(task, "pool", None) or "default_pool"),
         pool_slots=int(getattr(task, "pool_slots", 1) or 1),
         mapped=is_mapped(task),
@@ -202,9 +202,9 @@ def settings_of(task: Any) -> RetrySettings:
     A ``RetryWindowPolicy`` (a subclass included) reads them itself, so the gate
     decides on the timeline the policy checks.
     """
-    if not gated(task):
+    policy = window_of(task)
+    if policy is None:
         return RetrySettings.of_task(task, delay_cap=airflow_delay_cap())
-    policy = task.retry_policy
     found = policy.settings_of(task)
     if not isinstance(found, RetrySettings):
         raise RetryWindowGateError(

@@ -197,9 +197,9 @@ def _deadline_and_work(
     context: Mapping[str, Any], task: Any
 ) -> tuple[pendulum.DateTime | None, int | None]:
     """The task's deadline and one attempt with its validation, when its policy tells them."""
-    if not _has_policy(task):
+    policy = _policy_of(task)
+    if policy is None:
         return None, None
-    policy = task.retry_policy
     try:
         deadline = pendulum.instance(policy.deadline.resolve(context)).in_timezone("UTC")
         work = policy.work.duration_seconds() + policy.work.validation_seconds()
@@ -230,12 +230,25 @@ def _pull(ti: Any, key: str) -> object:
 
 
 def _has_policy(task: Any) -> bool:
-    """A task under ``RetryWindowPolicy``: its policy runs the retry-start check.
+    """A task under ``RetryWindowPolicy``: its policy runs the retry-start check."""
+    return _policy_of(task) is not None
+
+
+def _policy_of(task: Any) -> Any:
+    """The task's ``RetryWindowPolicy``, its own or one of a chain, or ``None``.
 
     Told by what the policy does, as a gate is by :func:`_is_gate`, so that the
     notifier reads decisions without importing the policy that takes them.
     """
-    return callable(getattr(getattr(task, "retry_policy", None), "decide_start", None))
+    policy = getattr(task, "retry_policy", None)
+    if policy is None:
+        return None
+    from airflow_retrywindow.policies.composition import steps_of
+
+    for step in steps_of(policy):
+        if callable(getattr(step.policy, "decide_start", None)):
+            return step.policy
+    return None
 
 
 def _consequence(ti: Any, task: Any) -> str:

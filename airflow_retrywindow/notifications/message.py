@@ -221,6 +221,8 @@ def _decision_lines(notice: Notice, *, heading: bool) -> list[str]:
         f"What happens now: {notice.outcome}",
         f"Reason: {notice.reason}",
     ]
+    if notice.composition:
+        lines.append(f"Retry policies: {notice.composition}")
     lines += _job_lines(notice)
     if notice.estimate:
         lines.append(f"Estimate: {notice.estimate}")

@@ -82,6 +82,8 @@ class Notice:
     :param job: the status read of a resumable job the decision was taken on.
     :param job_problem: what could not be read of a stored reconciliation, naming
         the field and the value; nothing is then said about the job.
+    :param composition: which policy of a chain decided and what a classifier made of
+        the failure, in words (:mod:`~airflow_retrywindow.records.composition`).
     """
 
     task_id: str
@@ -97,6 +99,7 @@ class Notice:
     start_at: str | None = None
     job: Reconciliation | None = None
     job_problem: str | None = None
+    composition: str | None = None
 
     def job_answers(self) -> tuple[tuple[str, str], ...]:
         """The reconciled job's facts and what the next try does, as (question, answer)."""
@@ -175,6 +178,7 @@ def from_evidence(entry: Mapping[str, Any], task_id: str) -> Notice:
         start_at=start_at,
         job=facts.job,
         job_problem=safe_text(job_problem, limit=_MAX_PROBLEM) if job_problem else None,
+        composition=safe_text(facts.composition) if facts.composition else None,
     )
 
 

@@ -124,6 +124,9 @@ class DecisionRow:
     :param reconciliation: the status read of a resumable job the decision was taken on.
     :param start_check: for a failed try whose retry-start check did not run, why that
         matters (:mod:`~airflow_retrywindow.records.start_check`); ``None`` otherwise.
+    :param composition: which policy of a chain decided, after what the earlier ones
+        said, and what a classifier made of the failure
+        (:mod:`~airflow_retrywindow.records.composition`); ``None`` for a bare window.
     :param work_unit: the unit of work, in words.
     :param status: the English status update.
     :param capacity: the pool capacity verdict, when a gate gave one.
@@ -162,6 +165,7 @@ class DecisionRow:
     start_at: pendulum.DateTime | None = None
     reconciliation: Reconciliation | None = None
     start_check: str | None = None
+    composition: str | None = None
 
 
 @dataclass(frozen=True)
@@ -308,6 +312,7 @@ def _row(facts: DecisionFacts) -> DecisionRow:
         start_at=facts.start_at,
         reconciliation=facts.job,
         start_check=_optional_text(facts.start_check_warning()),
+        composition=facts.composition,
     )
 
 

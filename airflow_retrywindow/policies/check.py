@@ -21,16 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_retrywindow.exceptions import UnsupportedRetrySettings
+from airflow_retrywindow.policies.composition import composition_problem, window_of
 
 
 def gated(task: Any) -> bool:
-    """``True`` when the task's retries go through a ``RetryWindowPolicy`` (or a subclass)."""
-    policy = getattr(task, "retry_policy", None)
-    if policy is None:
-        return False  # most tasks: no need to load the policy class
-    from airflow_retrywindow.policies.retry_policy import RetryWindowPolicy
-
-    return isinstance(policy, RetryWindowPolicy)
+    """``True`` when the task's retries go through a ``RetryWindowPolicy`` (or a subclass),
+    its own or one of a ``ChainRetryPolicy`` or a list (:mod:`.composition`)."""
+    return window_of(task) is not None
 
 
 def task_problem(task: Any) -> str | None:
@@ -44,18 +41,25 @@ def task_problem(task: Any) -> str | None:
         found = own()
         if found:
             return "; ".join(found)
-    if not gated(task):
+    composed = composition_problem(task)
+    if composed:
+        return composed
+    window = window_of(task)
+    if window is None:
         return None
     found_start = starts_in_triggerer(task)
     if found_start:
         return found_start
     try:
-        task.retry_policy.settings_of(task)
+        window.settings_of(task)
     except UnsupportedRetrySettings as error:
         return str(error)
+    bound = window.classify_bound_problem()
+    if bound:
+        return f"task {task.task_id!r}: {bound}"
     dag = task.dag if task.has_dag() else None
     # a deadline taken from the DAG's alerts can be checked before any run
-    found = task.retry_policy.deadline.problems_in(dag) if dag is not None else []
+    found = window.deadline.problems_in(dag) if dag is not None else []
     if found:
         return f"task {task.task_id!r}: {'; '.join(found)}"
     return dependency_problem(task)

@@ -1,9 +1,11 @@
 """An Airflow cluster policy, registered through the ``airflow.policy`` entry point.
 
 It refuses, when a DAG is parsed, any task whose ``RetryWindowPolicy`` cannot
-express the task's retry settings or whose tries start in the triggerer
-(``start_from_trigger=True``), and puts two ``pre_execute`` hooks in front of
-every task that has one: the retry-start check
+express the task's retry settings, whose tries start in the triggerer
+(``start_from_trigger=True``), or whose other retry policies could bypass the
+window or hide it (:mod:`~airflow_retrywindow.policies.composition`), and puts two
+``pre_execute`` hooks in front of every task that has one, its own or one of a
+``ChainRetryPolicy``: the retry-start check
 (:mod:`airflow_retrywindow.policies.retry_start`), then the hook that makes the
 task defer to :class:`~airflow_retrywindow.triggers.gated.GatedTrigger`
 (:mod:`airflow_retrywindow.triggers.deferral`), so a trigger's failure report is
@@ -64,9 +66,10 @@ def task_policy(task: Any) -> None:
     """
     from airflow_retrywindow import configuration
     from airflow_retrywindow.policies.check import gated, task_problem
+    from airflow_retrywindow.policies.composition import holds_window
 
     is_gated = gated(task)
-    if not is_gated and not hasattr(task, "retry_window_problems"):
+    if not is_gated and not hasattr(task, "retry_window_problems") and not holds_window(task):
         return  # most tasks: nothing of ours, and no configuration read
     try:
         mode = configuration.policy_checks()

@@ -116,14 +116,22 @@ class Classifier:
 
     def classify(self, error: BaseException) -> str:
         """``"unknown"``, ``"terminal"`` or ``"retryable"`` for ``error`` and its chain."""
+        return self.declared(error) or RETRYABLE
+
+    def declared(self, error: BaseException) -> str | None:
+        """The most cautious class the listed classes give ``error`` and its chain.
+
+        ``None`` when no class lists any of it: a failure a classifier
+        (``classify=``) may name; without one it is retryable.
+        """
         links, complete = linked(error)
         if not complete:
             return UNKNOWN
         found = {self._class_of(link) for link in links}
-        for failure in (UNKNOWN, TERMINAL):
+        for failure in (UNKNOWN, TERMINAL, RETRYABLE):
             if failure in found:
                 return failure
-        return RETRYABLE
+        return None
 
     def _class_of(self, error: BaseException) -> str | None:
         if isinstance(error, self.unknown):

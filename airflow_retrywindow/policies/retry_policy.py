@@ -40,6 +40,14 @@ from airflow.sdk import RetryDecision, RetryPolicy
 from airflow_retrywindow import configuration, metrics
 from airflow_retrywindow.model import Decision, Fixture, TaskDecision, TaskState, decide
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
+from airflow_retrywindow.policies.classify import (
+    DEFAULT_CLASSIFY_TIMEOUT,
+    ask,
+    bound_problem,
+    classify_wait,
+    reason_part,
+)
+from airflow_retrywindow.policies.composition import placement_of
 from airflow_retrywindow.policies.failures import Classifier, ExceptionSpec
 from airflow_retrywindow.policies.job_status import JobRead
 from airflow_retrywindow.policies.lost_try import LostTry
@@ -53,6 +61,12 @@ from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import RUN, StartVerdict
 from airflow_retrywindow.read_retry import ReadCount, ReadTally
 from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records.composition import (
+    DECLARED,
+    WINDOW,
+    ChainPlace,
+    Classification,
+)
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.records.work_scope import WorkScope
 from airflow_retrywindow.redaction import describe_exception
@@ -85,6 +99,8 @@ class Failure:
     :param attempts: attempts of the window the model counts, the failed one included.
     :param job: what the status read of a resumable job found, when one was read.
     :param lost: the try Airflow's scheduler failed by its race, when that is the failure.
+    :param classified: what the window's classifier answered, when it was asked.
+    :param chain: where the window sits in a chain, and what the policies before it said.
     """
 
     failure: str
@@ -93,6 +109,8 @@ class Failure:
     attempts: int
     job: JobRead | None = None
     lost: LostTry | None = None
+    classified: Classification | None = None
+    chain: ChainPlace | None = None
 
     @property
     def state(self) -> TaskState:
@@ -184,6 +202,12 @@ class RetryWindowPolicy(RetryPolicy):
     :param never_submitted_statuses: statuses saying the service never received the job
         (a not-found that proves nothing ran). Without them a job the service does not
         know leaves the outcome unknown.
+    :param classify: any retry policy (rules, a model, a chain of them) asked what a
+        failure is that ``unknown``, ``terminal`` and ``retryable`` leave undeclared:
+        its FAIL makes it terminal, its RETRY retryable with its delay as the shortest
+        wait; anything else leaves it to the window (:mod:`~.policies.classify`).
+    :param classify_timeout: the longest the classifier is waited for (default 4 s),
+        never more than half of ``[retry_window] clock_read_limit``, the decision's bound.
     """
 
     def __init__(
@@ -202,6 +226,8 @@ class RetryWindowPolicy(RetryPolicy):
         status_read_timeout: timedelta | float = DEFAULT_STATUS_READ_TIMEOUT,
         failed_statuses: Iterable[str] = (),
         never_submitted_statuses: Iterable[str] = (),
+        classify: RetryPolicy | None = None,
+        classify_timeout: timedelta | float = DEFAULT_CLASSIFY_TIMEOUT,
     ) -> None:
         self.deadline = Deadline.coerce(deadline)
         self.jitter = Jitter(jitter)
@@ -223,6 +249,19 @@ class RetryWindowPolicy(RetryPolicy):
             failed_statuses,
             never_submitted_statuses,
         )
+        self.classify = _classifier(classify)
+        self.classify_timeout = as_timedelta(classify_timeout, "classify_timeout")
+        if self.classify_timeout <= timedelta(0):
+            raise ValueError(
+                f"classify_timeout must be a positive duration, got {classify_timeout!r}; "
+                f"write classify_timeout=timedelta(seconds=4)"
+            )
+
+    def classify_bound_problem(self) -> str | None:
+        """Why the classifier's timeout does not fit the decision's bound, or ``None``."""
+        if self.classify is None:
+            return None
+        return bound_problem(self.classify_timeout)
 
     def settings_of(self, task: Any) -> RetrySettings:
         """The task's retry settings as the model sees them; raises when it cannot."""
@@ -240,18 +279,54 @@ class RetryWindowPolicy(RetryPolicy):
             configuration.check()  # a bad [retry_window] value refuses before anything is read
             task = _task_of(context)
             settings = self.settings_of(task)
-            failure = self.classifier.classify(exception)
+            classified = self._classified(exception, try_number, max_tries, context)
+            place = self._place_in_chain(task, exception, try_number, max_tries, context)
+            said = (reason_part(classified), place.words() if place else "")
             failed = Failure(
-                failure=failure,
-                subject=describe_exception(exception),
+                failure=classified.failure,
+                subject="; ".join(p for p in (describe_exception(exception), *said) if p),
                 try_number=try_number,
                 attempts=settings.attempts_in_window(try_number, max_tries),
-                job=self._read_job(task, context, try_number) if failure == UNKNOWN else None,
+                job=(
+                    self._read_job(task, context, try_number)
+                    if classified.failure == UNKNOWN
+                    else None
+                ),
+                classified=classified if classified.policy is not None else None,
+                chain=place,
             )
             return self._decide(failed, settings, context).airflow
         except BaseException as error:
             # Airflow falls back to its own retries when a policy raises: never let it
             return self._cannot_evaluate(error, context, try_number)
+
+    def _place_in_chain(
+        self, task: Any, exception: BaseException, try_number: int, max_tries: int, context: Any
+    ) -> ChainPlace | None:
+        """Where this window sits in the task's chain, and what the policies before it said."""
+        found = placement_of(task)
+        if found is None or found.window is not self or not found.chained:
+            return None
+        return found.place(found.earlier_answers(exception, try_number, max_tries, context))
+
+    def _classified(
+        self, exception: BaseException, try_number: int, max_tries: int, context: Any
+    ) -> Classification:
+        """The failure's class: the window's own classes first, then its classifier."""
+        declared = self.classifier.declared(exception)
+        if declared is not None:
+            return Classification(declared, DECLARED)
+        if self.classify is None:
+            return Classification(RETRYABLE, WINDOW)
+        wait = classify_wait(self.classify_timeout, configuration.clock_read_limit())
+        return ask(
+            self.classify,
+            exception,
+            try_number=try_number,
+            max_tries=max_tries,
+            context=context,
+            wait=wait,
+        )
 
     def decide_start(
         self,
@@ -377,10 +452,19 @@ class RetryWindowPolicy(RetryPolicy):
     ) -> Decided:
         tolerance = timedelta(seconds=configuration.clock_skew_tolerance())
         read = ReadTally()
-        bound = limit.left() if limit is not None else None
-        clock = server_clock(tolerance, tally=read, bound=bound).check(tolerance)  # refused if far
+        asked = failed.classified.seconds if failed.classified else None
+        # one bound for the decision: the start check's limit, or at failure time the
+        # classifier's time counts towards it and the clock read has the rest
+        if limit is not None:
+            bound: float | None = limit.left()
+        else:
+            bound = configuration.clock_read_limit() - asked if asked is not None else None
+        clock = server_clock(tolerance, tally=read, bound=bound).check(tolerance)
         due = self.deadline.resolve(context)
         settings, jitter = self._spread(settings, failed, context)
+        floor = failed.classified.floor if failed.classified else None
+        if floor is not None and failed.failure == RETRYABLE:
+            settings = settings.with_shortest_wait(failed.attempts, floor)
         chosen = decide_at_both_ends(
             clock,
             lambda now, shift: self._evaluate_at(
@@ -440,6 +524,8 @@ class RetryWindowPolicy(RetryPolicy):
                 jitter=jitter,
                 reconciliation=failed.job.as_dict() if failed.job else None,
                 lost_try=failed.lost.as_dict() if failed.lost else None,
+                classified=failed.classified.as_dict() if failed.classified else None,
+                chain=failed.chain.as_dict() if failed.chain else None,
             ),
         )
         metrics.policy_decided(
@@ -565,6 +651,14 @@ class RetryWindowPolicy(RetryPolicy):
             "failed_statuses": list(self.status_reader.failed_statuses),
             "never_submitted_statuses": list(self.status_reader.never_submitted_statuses),
             **self.classifier.describe(),
+            **(
+                {
+                    "classify": type(self.classify).__name__,
+                    "classify_timeout": self.classify_timeout.total_seconds(),
+                }
+                if self.classify is not None
+                else {}
+            ),
         }
 
 
@@ -578,6 +672,23 @@ def _airflow_decision(decided: TaskDecision, text: str, job: JobRead | None) -> 
     # hand Airflow the model's own delay: its jittered backoff is not what we checked
     wait = decided.backoff if decision is Decision.WAIT_BACKOFF and decided.backoff else 0
     return RetryDecision.retry(delay=timedelta(seconds=wait), reason=text)
+
+
+def _classifier(classify: object) -> RetryPolicy | None:
+    """``classify=`` checked: one retry policy (a chain is one), or ``None``."""
+    if classify is None or isinstance(classify, RetryPolicy):
+        return classify
+    if isinstance(classify, (list, tuple)):
+        raise ValueError(
+            f"classify takes one retry policy, got a {type(classify).__name__} of "
+            f"{len(classify)}; chain them: classify=ChainRetryPolicy([...]) (from "
+            "airflow.providers.common.compat.sdk)"
+        )
+    raise ValueError(
+        f"classify must be a retry policy (an ExceptionRetryPolicy, a ClassifierRetryPolicy, "
+        f"a ChainRetryPolicy, ...), got {classify!r}; write "
+        "classify=ExceptionRetryPolicy(rules=[...])"
+    )
 
 
 def _read_of(error: BaseException) -> dict[str, Any] | None:

@@ -43,6 +43,7 @@ from airflow_retrywindow.dependency.check import (
     passed,
 )
 from airflow_retrywindow.policies import lost_try
+from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.try_start import (
     DEFER,
@@ -119,7 +120,7 @@ class RetryStartCheck:
         clock_read_limit``, below what the task's supervisor tolerates.
         """
         task, ti = context["task"], context["ti"]
-        policy = task.retry_policy
+        policy = window_of(task)
         try:
             load_reader(context)
             limit = TimeLimit.starting_now(
@@ -174,7 +175,7 @@ class RetryStartCheck:
         task = context["task"]
         if not resumable(task):
             return None
-        verdict: StartVerdict = task.retry_policy.start_decided(
+        verdict: StartVerdict = window_of(task).start_decided(
             context, first_of_window=first_of_window
         )
         if verdict.action in (REFUSE, RESCHEDULE):

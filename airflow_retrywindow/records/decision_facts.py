@@ -35,6 +35,7 @@ import pendulum
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import TaskDecision
+from airflow_retrywindow.records.composition import composition_words
 from airflow_retrywindow.records.decision_record import whole_number
 from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY
 from airflow_retrywindow.records.dependency_state import DependencyRecord
@@ -165,6 +166,8 @@ class DecisionFacts:
     :param start_check: the retry-start check's state for the failed try, when stored.
     :param dependency: the pool's state as a dependency, when the decision carries it.
     :param dependency_problem: what could not be read of the dependency state it carries.
+    :param composition: where the window sat among other retry policies and who
+        classified the failure (:mod:`~airflow_retrywindow.records.composition`), in words.
     :param model: the stored fixture replayed, when the decision came from the model.
     :param fixture_index: for a gate's target, which of the record's fixtures is its.
     :param problems: what could not be read, each naming the field and the value.
@@ -193,6 +196,7 @@ class DecisionFacts:
     start_check: StartCheck | None = None
     dependency: DependencyRecord | None = None
     dependency_problem: str | None = None
+    composition: str | None = None
     model: ModelDecision | None = None
     fixture_index: int | None = None
     problems: tuple[str, ...] = field(default=())
@@ -236,6 +240,7 @@ class DecisionFacts:
             check=_optional(entry.get("check"), mask),
             failure=_optional(entry.get("failure"), mask),
             deadline_rule=_optional(entry.get("deadline"), mask),
+            composition=composition_words(entry, mask),
         )
         facts = facts._read(entry, mask)
         if "fixture" not in entry:  # the gate could not evaluate: there is nothing to replay

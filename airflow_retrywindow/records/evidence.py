@@ -74,6 +74,8 @@ def record(
     jitter: Mapping[str, Any] | None = None,
     reconciliation: Mapping[str, Any] | None = None,
     lost_try: Mapping[str, Any] | None = None,
+    classified: Mapping[str, Any] | None = None,
+    chain: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One decision of the model as a JSON-ready mapping: the one writer of its keys.
@@ -94,6 +96,9 @@ def record(
     :param reconciliation: the status read of a resumable job
         (:class:`~airflow_retrywindow.records.reconciliation.Reconciliation`).
     :param lost_try: the previous try, when the scheduler failed it by its race.
+    :param classified: what the window's classifier (``classify=``) answered, when asked.
+    :param chain: where the window sits in a ``ChainRetryPolicy`` or list, and what the
+        policies asked before it said.
     :param extra: more evidence, stored after the fields above.
     """
     return stamped(
@@ -118,6 +123,8 @@ def record(
                     "jitter": jitter,
                     RECONCILIATION: reconciliation,
                     "lostTry": lost_try,
+                    "classified": classified,
+                    "chain": chain,
                 }
             ),
             **(dict(extra) if extra else {}),

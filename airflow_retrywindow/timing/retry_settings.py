@@ -127,6 +127,20 @@ class RetrySettings:
         growth: int = self.multiplier ** (attempts - 1)
         return replace(self, initial_delay=-(-wait // growth), max_delay=wait)
 
+    def with_shortest_wait(self, attempts: int, shortest: int) -> RetrySettings:
+        """These settings with the wait after ``attempts`` at least ``shortest`` seconds.
+
+        For a classifier's suggested delay (``classify=``): a floor under the backoff,
+        which the model then checks against the deadline like any wait.
+
+        :param attempts: attempts started in the window, 1 or more.
+        :param shortest: the shortest wait, whole seconds.
+        """
+        if shortest <= self.backoff(attempts):
+            return self
+        raised = replace(self, delay_ceiling=max(self.longest_wait, shortest))
+        return raised.with_backoff(attempts, shortest)
+
     def model_policy(self) -> dict[str, object]:
         """The model's ``policy`` object, as JSON."""
         return self.policy.to_dict()

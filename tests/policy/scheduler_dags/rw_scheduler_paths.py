@@ -14,19 +14,15 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import pendulum
-from airflow.sdk import DAG, task
+from airflow.sdk import task
+from counted_tries import count as _count
+from counted_tries import deadline_in as _deadline
+from counted_tries import test_dag as _dag
 
 from airflow_retrywindow import Deadline, RetryWindowPolicy
 
-START = pendulum.datetime(2026, 1, 1, tz="UTC")
 #: the secret the leaking task registers with the masker (set by the test, never in the DB)
 SECRET_ENV = "RW_SCHEDULER_PATHS_SECRET"
-
-
-def _deadline(context):  # type: ignore[no-untyped-def]
-    run = context["dag_run"]
-    return run.run_after + timedelta(seconds=float(run.conf["deadline_in"]))
 
 
 def _policy():  # type: ignore[no-untyped-def]
@@ -37,18 +33,6 @@ def _policy():  # type: ignore[no-untyped-def]
         safe_repeat=True,
         unknown=[TimeoutError],
     )
-
-
-def _dag(dag_id: str) -> DAG:
-    return DAG(dag_id, schedule=None, start_date=START, catchup=False, tags=["retry-window-test"])
-
-
-def _count(context) -> int:  # type: ignore[no-untyped-def]
-    """Record one run of the body; return this try's number."""
-    ti = context["ti"]
-    with open(context["dag_run"].conf["counter"], "a") as out:
-        out.write(f"{ti.task_id} try {ti.try_number} pid {os.getpid()}\n")
-    return int(ti.try_number)
 
 
 def _cmdline(pid: int) -> str:

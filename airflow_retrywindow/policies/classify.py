@@ -1,0 +1,141 @@
+"""``classify=``: any retry policy names a failure's class, and the window decides.
+
+``RetryWindowPolicy(..., classify=<a RetryPolicy>)`` asks that policy (rules, a model,
+a chain of them) what it makes of a failure the window's own classes leave
+undeclared, and reads its answer as a class, never as the decision:
+
+* FAIL: the failure is terminal (``repair-cause``), with the classifier's reason;
+* RETRY: the failure is retryable; the delay it suggests is the shortest wait, a
+  floor under the model's backoff, and the model checks the deadline with it;
+* DEFAULT, an exception it raises, an answer that is no ``RetryDecision``, or no
+  answer in time: the window's own classes decide (an undeclared failure is
+  retryable), and the evidence says why.
+
+The classes the window declares itself (``unknown=``, ``terminal=``, ``retryable=``,
+the built-in unknowns) win: the classifier is not asked about them, so an outcome
+declared unknown is reconciled first whatever a model would say.
+
+**The bound.** A classifier may wait for a model (``ClassifierRetryPolicy`` and
+``LLMRetryPolicy`` wait up to 30 s by default). The decision it feeds also reads the
+API server's clock, and while that server is unreachable the task's supervisor kills
+the try after ``heartbeat_tolerance`` (10 s by default), before any decision is kept.
+So the classifier and the clock read share one bound, ``[retry_window]
+clock_read_limit`` (1 s below that tolerance by default): the classifier is given at
+most ``classify_timeout`` (4 s by default) and never more than half the bound, and
+the clock read what is left. A classifier still thinking then is left to finish on
+its own thread; its answer is not used.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from airflow_retrywindow.records.composition import CLASSIFIER, WINDOW, Classification
+from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL
+from airflow_retrywindow.redaction import describe_exception, safe_text
+
+#: the longest the classifier is waited for unless the DAG author says otherwise
+DEFAULT_CLASSIFY_TIMEOUT = timedelta(seconds=4)
+#: the share of ``clock_read_limit`` the classifier may take; the clock read has the rest
+CLASSIFY_SHARE = 0.5
+#: how much of the classifier's reason is kept
+MAX_CLASSIFIER_REASON = 200
+
+
+def reason_part(classified: Classification) -> str:
+    """What the decision's reason says of the class: only a classifier's FAIL or RETRY.
+
+    When the window's own classes decided, the evidence says why.
+    """
+    if classified.by != CLASSIFIER:
+        return ""
+    said = f": {classified.reason}" if classified.reason else ""
+    return f"classified {classified.failure} by {classified.policy}{said}"
+
+
+def bound_problem(timeout: timedelta) -> str | None:
+    """Why a classifier waited for ``timeout`` would not fit the decision's bound, or ``None``.
+
+    An unreadable ``[retry_window]`` setting is reported on its own; not here.
+    """
+    from airflow_retrywindow import configuration
+
+    try:
+        bound = configuration.clock_read_limit()
+        tolerance = configuration.heartbeat_tolerance()
+    except Exception:
+        return None
+    share = bound * CLASSIFY_SHARE
+    if timeout.total_seconds() <= share:
+        return None
+    return (
+        f"classify_timeout={timeout.total_seconds():g} s: the classifier and the read of the "
+        "API server's clock share the decision's bound, [retry_window] clock_read_limit "
+        f"({bound:g} s, below the {tolerance:g} s the task's supervisor tolerates of an "
+        "unreachable API server before it kills the try undecided); the classifier may "
+        f"take at most half of it. Write classify_timeout=timedelta(seconds={share:g}) or "
+        "less (a model not done by then leaves the failure to the window's classes), or "
+        "raise [workers] max_failed_heartbeats or min_heartbeat_interval and "
+        "[retry_window] clock_read_limit"
+    )
+
+
+def classify_wait(timeout: timedelta, bound: float) -> float:
+    """Seconds the classifier is waited for: its timeout, never past its share of ``bound``."""
+    return min(timeout.total_seconds(), bound * CLASSIFY_SHARE)
+
+
+def ask(
+    classifier: Any,
+    exception: BaseException,
+    *,
+    try_number: int,
+    max_tries: int,
+    context: Any,
+    wait: float,
+) -> Classification:
+    """The class ``classifier`` gives an undeclared failure, waited for at most ``wait`` s."""
+    from airflow.sdk import RetryAction, RetryDecision
+
+    name = type(classifier).__name__
+    answer: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            answer["decision"] = classifier.evaluate(
+                exception=exception, try_number=try_number, max_tries=max_tries, context=context
+            )
+        except BaseException as error:  # its failure is an answer: the window's classes decide
+            answer["error"] = error
+        finally:
+            done.set()
+
+    started = time.monotonic()
+    # a thread of its own: a model that does not answer in time is not waited for
+    threading.Thread(target=run, name=f"retry-window-classify-{name}", daemon=True).start()
+    answered = done.wait(wait)
+    took = time.monotonic() - started
+
+    def fallback(kind: str, why: str) -> Classification:
+        return Classification(RETRYABLE, WINDOW, name, kind, why, seconds=took)
+
+    if not answered:
+        return fallback("timeout", f"no answer within {wait:g} s, the decision's bound")
+    if "error" in answer:
+        return fallback("raised", f"it raised {describe_exception(answer['error'])}")
+    decision = answer.get("decision")
+    if not isinstance(decision, RetryDecision):
+        return fallback("invalid", f"it returned {type(decision).__name__}, not a RetryDecision")
+    said = safe_text(str(decision.reason), limit=MAX_CLASSIFIER_REASON) if decision.reason else None
+    if decision.action is RetryAction.FAIL:
+        return Classification(TERMINAL, CLASSIFIER, name, "fail", said, seconds=took)
+    if decision.action is RetryAction.RETRY:
+        delay = decision.retry_delay
+        floor = max(0, math.ceil(delay.total_seconds())) if isinstance(delay, timedelta) else 0
+        return Classification(RETRYABLE, CLASSIFIER, name, "retry", said, floor or None, took)
+    return fallback("default", f"it answered DEFAULT{f': {said}' if said else ''}")

@@ -1,0 +1,195 @@
+"""The window among Airflow's other retry policies, on a real scheduler with the LocalExecutor.
+
+``ChainRetryPolicy([ExceptionRetryPolicy(FAIL on PermissionError), RetryWindowPolicy(...)])``
+from common.compat: a killed try's retry is decided at its start, a ``PermissionError``
+fails at once, a retryable failure waits exactly the model's backoff. A window fed by
+``ClassifierRetryPolicy`` on pydantic-ai's test model (no network, no key): a category
+that fails ends the task ``repair-cause``, one retried after 60 s against a deadline
+45 s after the run was asked for is ``deadline-infeasible``, a ``TimeoutError``
+declared unknown is ``reconcile-remote``. A slow classifier is not waited for past
+its bound. A chain with a RETRY rule before the window is an import error.
+
+A stack of its own: its DAG folder holds a DAG the DAG processor refuses, and its
+services carry the test model's connection.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devstack.stack import AirflowStack, sqlite_stack
+from tests.policy.chains import chain_class
+from tests.policy.test_api_outage_on_scheduler import evidence
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=3)]
+chain_class()  # its DAGs chain with common.compat's ChainRetryPolicy: skipped without it
+
+DAGS = Path(__file__).with_name("chain_dags")
+#: what the chain DAGs share with the scheduler paths' DAGs, copied beside them
+COUNTED_TRIES = Path(__file__).with_name("scheduler_dags") / "counted_tries.py"
+SERVICES = ("api-server", "scheduler", "dag-processor")
+EVIDENCE_KEY = "retry_window.evidence"
+#: pydantic-ai's TestModel, through a connection in the services' environment
+MODEL_CONNECTION = json.dumps({"conn_type": "pydanticai", "extra": {"model": "test"}})
+HAS_COMMON_AI = True
+try:
+    import airflow.providers.common.ai.policies.retry  # noqa: F401
+except ImportError:
+    HAS_COMMON_AI = False
+#: dag id -> its task ids
+DAG_TASKS = {
+    "rw_chain_killed": ["killed"],
+    "rw_chain_denied": ["denied"],
+    "rw_chain_flaky": ["flaky"],
+    "rw_chain_slow_classifier": ["unhurried"],
+    **({"rw_chain_classifier": ["revoked", "throttled", "unanswered"]} if HAS_COMMON_AI else {}),
+}
+RUN_TIMEOUT = 240
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    home = tmp_path_factory.mktemp("chain-stack")
+    dags = home / "dags"
+    shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(COUNTED_TRIES, dags)
+    settings = {"AIRFLOW_CONN_RW_TEST_MODEL": MODEL_CONNECTION}
+    with sqlite_stack(home, SERVICES, [], dags_folder=dags, extra_env=settings) as running:
+        running.wait_for(
+            lambda: (
+                bool(running.rows("select 1 from import_error"))
+                and len(running.rows("select dag_id from serialized_dag")) >= len(DAG_TASKS)
+            ),
+            "the DAG processor to parse both DAG files",
+            timeout=300,
+        )
+        yield running
+
+
+@pytest.fixture(scope="module")
+def runs(stack: AirflowStack) -> dict[str, tuple[str, Path]]:
+    """One run of every DAG, all triggered before any test waits for one: (run id, counter)."""
+    files = stack.home / "task-files"
+    files.mkdir()
+    started = {}
+    for dag_id in DAG_TASKS:
+        counter = files / f"{dag_id}.runs"
+        conf = {"deadline_in": 3600, "counter": str(counter)}
+        started[dag_id] = (stack.trigger(dag_id, conf=conf, logical_date="2026-11-01"), counter)
+    return started
+
+
+def finished(stack: AirflowStack, runs: dict[str, tuple[str, Path]], dag_id: str) -> str:
+    return stack.wait_for_run(dag_id, runs[dag_id][0], timeout=RUN_TIMEOUT)
+
+
+def body_runs(runs: dict[str, tuple[str, Path]], dag_id: str, task_id: str) -> list[str]:
+    counter = runs[dag_id][1]
+    lines = counter.read_text().splitlines() if counter.exists() else []
+    return [line for line in lines if line.startswith(f"{task_id} ")]
+
+
+def test_a_chain_with_a_retry_rule_before_the_window_is_refused_at_parse(
+    stack: AirflowStack,
+) -> None:
+    ((filename, text),) = stack.rows("select filename, stacktrace from import_error")
+    assert Path(filename).name == "rw_chain_refused.py"
+    assert "AirflowClusterPolicyViolation" in text
+    assert (
+        "retry window gate: task 'load': retry_policy.policies[0] (ExceptionRetryPolicy) is "
+        "asked before the RetryWindowPolicy at retry_policy.policies[1] and can answer RETRY "
+        "(its rule for builtins.ConnectionError retries)"
+    ) in text
+    assert "classify=ExceptionRetryPolicy(...)" in text
+    parsed = {row[0] for row in stack.rows("select dag_id from serialized_dag")}
+    assert "rw_chain_refused" not in parsed
+
+
+def test_a_killed_try_of_a_chained_window_is_decided_at_its_start(
+    stack: AirflowStack, runs: dict[str, tuple[str, Path]]
+) -> None:
+    assert finished(stack, runs, "rw_chain_killed") == "failed"
+    run_id = runs["rw_chain_killed"][0]
+    assert len(body_runs(runs, "rw_chain_killed", "killed")) == 1  # never ran undecided
+    assert stack.task_states("rw_chain_killed", run_id)["killed"] == ("failed", 2)
+    latest = evidence(stack, "rw_chain_killed", run_id, "killed")["latest"]
+    assert (latest["tryNumber"], latest["check"], latest["failure"]) == (
+        2,
+        "retry-start",
+        "unknown",
+    )
+    assert latest["reason"].startswith("reconcile-remote: ")
+
+
+def test_a_permission_error_fails_at_once_by_the_rule_before_the_window(
+    stack: AirflowStack, runs: dict[str, tuple[str, Path]]
+) -> None:
+    assert finished(stack, runs, "rw_chain_denied") == "failed"
+    run_id = runs["rw_chain_denied"][0]
+    assert len(body_runs(runs, "rw_chain_denied", "denied")) == 1
+    assert stack.task_states("rw_chain_denied", run_id)["denied"] == ("failed", 1)
+    stored = stack.rows(
+        "select 1 from task_state_store where dag_id='rw_chain_denied' and key=:k", k=EVIDENCE_KEY
+    )
+    assert stored == []  # the rule decided; the window was not asked
+
+
+def test_a_retryable_failure_waits_exactly_the_models_backoff(
+    stack: AirflowStack, runs: dict[str, tuple[str, Path]]
+) -> None:
+    assert finished(stack, runs, "rw_chain_flaky") == "success"
+    run_id = runs["rw_chain_flaky"][0]
+    assert len(body_runs(runs, "rw_chain_flaky", "flaky")) == 3
+    decisions = evidence(stack, "rw_chain_flaky", run_id, "flaky")["decisions"]
+    assert [d["result"]["tasks"][0]["decision"] for d in decisions] == ["wait-backoff"] * 2
+    backoffs = [float(d["result"]["tasks"][0]["backoff"]) for d in decisions]
+    assert backoffs == [1.0, 2.0]
+    assert [d["chain"]["earlier"] for d in decisions] == [["ExceptionRetryPolicy: no decision"]] * 2
+    earlier = stack.rows(
+        "select try_number, retry_delay_override, retry_reason from task_instance_history"
+        " where dag_id='rw_chain_flaky' and run_id=:r order by try_number",
+        r=run_id,
+    )
+    assert [row[1] for row in earlier] == backoffs  # Airflow waited the model's delay
+    # the chain's reason, as Airflow keeps it: the window decided, after the rule said nothing
+    assert all(row[2].startswith("RetryWindowPolicy: wait-backoff: ") for row in earlier)
+    assert all(row[2].endswith("(after ExceptionRetryPolicy: no decision)") for row in earlier)
+
+
+def test_a_slow_classifier_is_not_waited_for_past_its_bound(
+    stack: AirflowStack, runs: dict[str, tuple[str, Path]]
+) -> None:
+    assert finished(stack, runs, "rw_chain_slow_classifier") == "success"
+    run_id = runs["rw_chain_slow_classifier"][0]
+    (decision,) = evidence(stack, "rw_chain_slow_classifier", run_id, "unhurried")["decisions"]
+    assert decision["classified"]["answer"] == "timeout"
+    assert decision["classified"]["reason"] == "no answer within 2 s, the decision's bound"
+    # waited its 2 s, not the 60 s it would take, and inside the decision's bound
+    assert 2 <= decision["classified"]["seconds"] < 8
+    assert decision["action"] == "retry"  # the window's own classes: retryable
+
+
+@pytest.mark.skipif(not HAS_COMMON_AI, reason="the common-ai extra (Python 3.11+)")
+def test_a_classifier_on_a_test_model_feeds_the_window(
+    stack: AirflowStack, runs: dict[str, tuple[str, Path]]
+) -> None:
+    assert finished(stack, runs, "rw_chain_classifier") == "failed"
+    run_id = runs["rw_chain_classifier"][0]
+    states = stack.task_states("rw_chain_classifier", run_id)
+    decided = {}
+    for task_id in ("revoked", "throttled", "unanswered"):
+        assert states[task_id] == ("failed", 1), task_id
+        assert len(body_runs(runs, "rw_chain_classifier", task_id)) == 1
+        decided[task_id] = evidence(stack, "rw_chain_classifier", run_id, task_id)["latest"]
+    revoked, throttled, unanswered = (decided[t] for t in ("revoked", "throttled", "unanswered"))
+    assert revoked["reason"].startswith("repair-cause: ")
+    assert "classified terminal by ClassifierRetryPolicy: category=auth" in revoked["reason"]
+    assert throttled["result"]["tasks"][0]["decision"] == "deadline-infeasible"
+    assert throttled["classified"]["floorSeconds"] == 60
+    assert unanswered["result"]["tasks"][0]["decision"] == "reconcile-remote"
+    assert "classified" not in unanswered  # declared unknown: the model is not asked
