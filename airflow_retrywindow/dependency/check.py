@@ -139,13 +139,27 @@ def dependency_verdict(
     hold = _hold(admission, retry, pool, settings) if waits == TRIGGERER else None
     _keep(context, kept, admission, state, settings, waits, hold)
     log.info("Retry window dependency: %s", admission.reason)
+    if admission.action == PROBE and waits_in == TRIGGERER and retry.attempts_left < 2:
+        context[PROTECTED_PROBE] = _hold(admission, retry, pool, settings)  # type: ignore[index]
+    return _start_verdict(context, admission, hold, late=late, now=_server_now(state))
+
+
+def _start_verdict(
+    context: Mapping[str, Any],
+    admission: Admission,
+    hold: Hold | None,
+    *,
+    late: bool,
+    now: pendulum.DateTime,
+) -> StartVerdict | None:
+    """What the try does with the admission: deferred, rescheduled, refused, or run."""
     if admission.action == HOLD:
         from airflow_retrywindow.notifications.held_retry import tell_hold
 
         tell_hold(context)  # never raises: a held retry runs no callback of its own
         if hold is not None:
             return StartVerdict(DEFER, admission.reason, start_at=hold.watch_until, hold=hold)
-        start_at = reschedule_at(admission.hold_until, _server_now(state))
+        start_at = reschedule_at(admission.hold_until, now)
         return StartVerdict(RESCHEDULE, admission.reason, start_at=start_at)
     if admission.action == REFUSE:
         return StartVerdict(REFUSED, admission.reason)
@@ -154,10 +168,8 @@ def dependency_verdict(
         return StartVerdict(
             RESCHEDULE,
             f"{admission.reason}; no triggerer woke the held try, so it starts again",
-            start_at=reschedule_at(None, _server_now(state)),
+            start_at=reschedule_at(None, now),
         )
-    if admission.action == PROBE and waits_in == TRIGGERER and retry.attempts_left < 2:
-        context[PROTECTED_PROBE] = _hold(admission, retry, pool, settings)  # type: ignore[index]
     return None
 
 
