@@ -128,6 +128,15 @@ def decided_store() -> Store:
     return store
 
 
+def deferred_in_an_outage(api: FakeAirflowApi) -> tuple[PythonOperator, Store]:
+    """A gated task whose try 2 was held in the triggerer: twelve of its pool failing."""
+    api.task_instances = in_retry(12)
+    task, store = operator(), decided_store()
+    with pytest.raises(TaskDeferred):
+        start(task, store)
+    return task, store
+
+
 def kept(store: Store) -> DependencyRecord:
     found = DependencyRecord.of(store.get(KEY))
     assert found is not None
@@ -182,10 +191,7 @@ def test_where_no_triggerer_runs_the_held_retry_is_rescheduled_and_says_so(
 def test_a_held_try_woken_by_the_triggerer_is_decided_again_and_runs_the_task(
     api: FakeAirflowApi,
 ) -> None:
-    api.task_instances = in_retry(12)
-    task, store = operator(), decided_store()
-    with pytest.raises(TaskDeferred):
-        start(task, store)
+    task, store = deferred_in_an_outage(api)
     api.task_instances = in_retry(2)  # the pool closed while it waited
     context = start(task, store)  # resumed: decided again, and let run
     assert kept(store).action == "run"
@@ -196,10 +202,7 @@ def test_a_held_try_woken_by_the_triggerer_is_decided_again_and_runs_the_task(
 def test_a_deferral_no_triggerer_woke_starts_the_try_anew_rather_than_failing_it(
     api: FakeAirflowApi,
 ) -> None:
-    api.task_instances = in_retry(12)
-    task, store = operator(), decided_store()
-    with pytest.raises(TaskDeferred):
-        start(task, store)
+    task, store = deferred_in_an_outage(api)
     # Airflow resumed the try only past the hold's end and its grace: its own timeout
     lapsed = kept(store).as_dict()
     lapsed["holdUntil"] = pendulum.now("UTC").subtract(minutes=10).isoformat()
