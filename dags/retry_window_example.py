@@ -88,6 +88,11 @@ RETRIES = {
     "retry_exponential_backoff": 2,
     "max_retry_delay": timedelta(seconds=12),
 }
+#: seconds before load's try 2; its repeat's backoff is three times that (30 s). The
+#: distributed path lengthens it (``RW_EXAMPLE_LOAD_RETRY_DELAY``, read when the file is
+#: parsed) so that its sensor, however late a loaded machine starts it, still has more than
+#: ``[retry_window] sensor_short_wait`` of the backoff left and defers it
+LOAD_RETRY_DELAY = int(os.environ.get("RW_EXAMPLE_LOAD_RETRY_DELAY", "10"))
 #: the bytes a repeat of the load may read, as approved; raised only by whoever
 #: approves the budget, never by the DAG on a retry
 APPROVED_LOAD_GB = 200
@@ -441,11 +446,10 @@ with DAG(
         # the stand-in service's own word for a failed job: only declared words confirm one
         retry_policy=gated(35, 5, safe_repeat=False, failed_statuses=(FAILED,)),
         retries=3,
-        retry_delay=timedelta(seconds=10),
-        # 10 s before try 2, then 30 s before the repeat: long enough that the sensor,
-        # however late a busy machine starts it, waits it out in the triggerer
+        retry_delay=timedelta(seconds=LOAD_RETRY_DELAY),
+        # 10 s before try 2, then 30 s before the repeat
         retry_exponential_backoff=3,
-        max_retry_delay=timedelta(seconds=60),
+        max_retry_delay=timedelta(seconds=max(60, 3 * LOAD_RETRY_DELAY)),
     )
 
     @task(trigger_rule="all_done")
@@ -483,8 +487,9 @@ with DAG(
             estimate="{{ ti.xcom_pull(task_ids='dry_run_load') }}",
             unit="GB",
         ),
-        # the observation is read again after the backoff: allow for the wait
-        max_observation_age=timedelta(minutes=2),
+        # the observation is read again after the backoff: allow for the wait, and 90 s
+        # for a busy machine to run reconcile_load early and resume the sensor late
+        max_observation_age=timedelta(seconds=3 * LOAD_RETRY_DELAY + 90),
         deferrable=True,
         poke_interval=2,
         timeout=300,

@@ -8,7 +8,11 @@ out a backoff in the triggerer, holding no worker slot, then lets the retry run.
 One clock: the gate and the retry policy run in a process whose clock Debian's
 ``faketime`` sets ahead of or behind this API server's, and measure the skew
 against it: beyond the tolerance they refuse, naming the clock and the amount;
-within it they keep the stricter decision of the two clocks.
+within it they keep the stricter decision of the two clocks. Where that decision
+depends on the instant it is taken at (inside a backoff on one clock, past it on the
+other), both clocks are stopped at that instant: the worker's by ``faketime``, the
+server's ``Date`` by a proxy (:mod:`tests.gate.frozen_server_clock`), so how long the
+reads take on a loaded machine does not move it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import pendulum
 import pytest
 
 from devstack.stack import AirflowStack, sqlite_stack
+from tests.gate.frozen_server_clock import server_clock_stopped_at
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=5)]
 DAGS = Path(__file__).with_name("stack_dags")
@@ -205,7 +210,7 @@ def test_a_cleared_mapped_repeat_is_decided_per_map_index_and_skipped(
 #: argv[1]: the cases, each {"what": "gate" | "policy", ...}; prints one JSON line per case
 SKEWED_WORKER = textwrap.dedent(
     """
-    import json, select, sys
+    import json, sys
     from datetime import timedelta
     from types import SimpleNamespace
 
@@ -224,13 +229,6 @@ SKEWED_WORKER = textwrap.dedent(
         delay = timedelta(seconds=case.get("retry_delay", 30))
         with DAG(case["dag_id"], schedule=None, start_date=START) as dag:
             BaseOperator(task_id="append", retries=1, retry_delay=delay)
-        late = None
-        if case.get("start_at"):  # wait until this worker's clock reads it
-            start_at = pendulum.parse(case["start_at"])
-            late = (pendulum.now("UTC") - start_at).total_seconds()
-            while pendulum.now("UTC") < start_at:
-                # faketime with a real monotonic clock fails time.sleep (EINVAL)
-                select.select([], [], [], 0.05)
         work = Work(duration=timedelta(minutes=2), validation=timedelta(seconds=30),
                     safe_repeat=True)
         settings = gate_run.GateSettings(
@@ -241,13 +239,14 @@ SKEWED_WORKER = textwrap.dedent(
         context = {"dag": dag, "dag_run": SimpleNamespace(run_id=case["run_id"])}
         local = pendulum.now("UTC").isoformat()
         try:
-            row = gate_run.decide_run(settings, context).table.decision("append")
+            decided = gate_run.decide_run(settings, context)
         except RetryWindowGateError as error:
             return {"refused": str(error), "local": local}
+        row = decided.table.decision("append")
         start = row.earliest_start.isoformat() if row.earliest_start else None
-        decided = pendulum.now("UTC").isoformat()  # the read before it may take a while
-        return {"decision": row.decision, "earliestStart": start, "local": local, "late": late,
-                "decided": decided}
+        measured = getattr(decided.reader, "clock_offset", None)
+        return {"decision": row.decision, "earliestStart": start, "local": local,
+                "clock": measured.as_dict() if measured else None}
 
 
     def policy(case):
@@ -270,24 +269,36 @@ SKEWED_WORKER = textwrap.dedent(
 
 
 def _skewed_worker(
-    stack: AirflowStack, shift: str, cases: list[dict[str, Any]], **settings: str
+    stack: AirflowStack,
+    clock: str | pendulum.DateTime,
+    cases: list[dict[str, Any]],
+    *,
+    api: str | None = None,
+    **settings: str,
 ) -> list[dict[str, Any]]:
-    """Run ``cases`` in a worker whose clock runs ``shift`` (``-60s``) off the API server's."""
+    """Run ``cases`` in a worker whose clock runs ``clock`` (``-60s``) off the API server's,
+    or stands still at ``clock`` (a whole second), asking the API server at ``api`` (by
+    default the stack's own address)."""
     faketime = shutil.which("faketime")
     if faketime is None:
         pytest.skip("needs Debian's faketime (devstack/install_system_packages.sh installs it)")
-    connection = {"conn_type": "retrywindow_airflow_api", "host": stack.url,
+    url = api or stack.url
+    connection = {"conn_type": "retrywindow_airflow_api", "host": url,
                   "login": "admin", "password": "admin"}  # fmt: skip
+    # an absolute time, in seconds since the epoch, stops the clock there; a shift runs it
+    stopped = isinstance(clock, pendulum.DateTime)
+    spec = str(int(clock.timestamp())) if isinstance(clock, pendulum.DateTime) else clock
     env = {
         **os.environ,
         # timeouts keep running on the real monotonic clock
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        **({"FAKETIME_FMT": "%s"} if stopped else {}),
         "AIRFLOW_CONN_RW_SKEWED": json.dumps(connection),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{stack.url}/execution/",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
         **{f"AIRFLOW__RETRY_WINDOW__{name.upper()}": value for name, value in settings.items()},
     }
     done = subprocess.run(
-        [faketime, "-f", shift, sys.executable, "-c", SKEWED_WORKER, json.dumps(cases)],
+        [faketime, "-f", spec, sys.executable, "-c", SKEWED_WORKER, json.dumps(cases)],
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -364,51 +375,39 @@ def test_a_worker_behind_within_the_tolerance_meets_the_deadline_on_the_servers_
     assert policy["reason"].startswith("deadline-infeasible"), policy
 
 
-#: how far the worker's clock runs ahead in the tolerance test, and the tolerance: wide
-#: enough that the gate's reads (20 s on a loaded machine) end inside the backoff
-AHEAD, TOLERANCE = 20, 30
-
-
-def _worker_ahead_at_the_backoffs_end(
-    stack: AirflowStack, logical_date: str
-) -> tuple[pendulum.DateTime, dict[str, Any], dict[str, Any]]:
-    """A failed append, and a worker ``AHEAD`` s ahead deciding its retry 2 s (its clock)
-    past the 45 s backoff: when the append ended, and the gate's and the policy's decisions."""
-    run_id, ended = _failed_append(stack, logical_date)
-    # the worker's clock reads the 45 s backoff's end 2 s after the fact while on the
-    # server's it has AHEAD - 2 s to run; the policy's deadline, a retry's length less 3 s
-    # away on the worker's clock, fits only on the server's
-    start_at = ended.add(seconds=45 + 2)
-    gate, policy = _skewed_worker(
-        stack,
-        f"+{AHEAD}s",
-        [{"what": "gate", "dag_id": "rw_gate_defer", "run_id": run_id, "deadline_in": 3600,
-          "start_at": start_at.isoformat(), "retry_delay": 45},
-         {"what": "policy", "deadline_in": 2 + 150 - 3}],
-        clock_skew_tolerance=str(TOLERANCE),
-    )  # fmt: skip
-    return ended, gate, policy
-
-
-def _decided_in_the_backoff(ended: pendulum.DateTime, gate: dict[str, Any]) -> bool:
-    """Whether the worker began at the instant this is about and finished its decision
-    while the server's clock was still inside the backoff."""
-    server_end = _when(gate["decided"]).subtract(seconds=AHEAD)
-    return gate["late"] < 0 and server_end < ended.add(seconds=45)
+#: how far the worker's clock runs ahead in the tolerance test, and the tolerance
+AHEAD, TOLERANCE = 6, 10
+#: the append's backoff, in the worker's DAG
+BACKOFF = 45
 
 
 def test_a_worker_ahead_within_the_tolerance_keeps_the_stricter_clocks_decision(
     stack: AirflowStack,
 ) -> None:
-    ended, gate, policy = _worker_ahead_at_the_backoffs_end(stack, "2026-11-21")
-    if not _decided_in_the_backoff(ended, gate):
-        # a loaded machine started the worker, or answered its reads, after the instant
-        # this is about: once more, on a new run, with the worker's imports now warm
-        ended, gate, policy = _worker_ahead_at_the_backoffs_end(stack, "2026-11-22")
-    assert _decided_in_the_backoff(ended, gate), f"the worker was too slow to test this: {gate}"
-    assert _when(gate["local"]) >= ended.add(seconds=45)  # the worker's clock: over
-    assert gate["decision"] == "wait-backoff", gate  # the server's: not yet
+    run_id, ended = _failed_append(stack, "2026-11-21")
+    backoff_over = ended.add(seconds=BACKOFF)
+    # both clocks stopped at the instant this is about, whenever the worker starts and however
+    # long its reads take: the worker's reads the backoff over, the server's, AHEAD s behind,
+    # still inside it. The policy's deadline, a retry's length less 3 s away on the worker's
+    # clock, fits only on the server's
+    worker_at = backoff_over.add(microseconds=999_999).replace(microsecond=0)
+    server_at = worker_at.subtract(seconds=AHEAD)
+    with server_clock_stopped_at(stack.url, server_at) as api:
+        gate, policy = _skewed_worker(
+            stack,
+            worker_at,
+            [{"what": "gate", "dag_id": "rw_gate_defer", "run_id": run_id, "deadline_in": 3600,
+              "retry_delay": BACKOFF},
+             {"what": "policy", "deadline_in": 2 + 150 - 3}],
+            api=api,
+            clock_skew_tolerance=str(TOLERANCE),
+        )  # fmt: skip
+    assert server_at < backoff_over <= _when(gate["local"])
+    # the gate measured the worker AHEAD s ahead: the Date's second, and one more it may lag
+    assert gate["clock"]["offsetLow"] == -AHEAD, gate
+    assert gate["clock"]["offsetHigh"] == -AHEAD + 2, gate
+    assert gate["decision"] == "wait-backoff", gate  # the server's clock: not yet
     assert gate["earliestStart"] is not None
-    assert _when(gate["earliestStart"]) >= ended.add(seconds=45)
+    assert _when(gate["earliestStart"]) >= backoff_over
     # the stricter of the two clocks: the worker's, on which the retry is too late
     assert (policy["action"], policy["reason"].split(":")[0]) == ("fail", "deadline-infeasible")
