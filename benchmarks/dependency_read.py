@@ -85,7 +85,8 @@ from airflow_retrywindow.dependency import pool_read  # noqa: E402
 from airflow_retrywindow.dependency.fleet import DependencyState  # noqa: E402
 from airflow_retrywindow.dependency.settings import DependencySettings  # noqa: E402
 from airflow_retrywindow.records import evidence  # noqa: E402
-from devstack.distributed import POSTGRES, admin_sql  # noqa: E402
+from devstack.distributed import POSTGRES, own_database  # noqa: E402
+from devstack.process_cpu import cpu_seconds, process_tree  # noqa: E402
 from devstack.stack import ADMIN, API_CONNECTION, AirflowStack, log  # noqa: E402
 
 
@@ -479,43 +480,6 @@ def proxying(upstream: str) -> Iterator[CountingProxy]:
         thread.join(timeout=5)
 
 
-# -- the API server's CPU --------------------------------------------------------------
-
-
-def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command's name; ``None`` once gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[1].split()
-
-
-def process_tree(root: int) -> list[int]:
-    """``root`` and every process below it (a forking server's workers)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        fields = _stat(int(entry.name)) if entry.name.isdigit() else None
-        if fields is not None:
-            parents[int(entry.name)] = int(fields[1])
-    found, grown = {root}, True
-    while grown:
-        below = {pid for pid, parent in parents.items() if parent in found}
-        grown = not below <= found
-        found |= below
-    return sorted(found)
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User and system time of ``pids`` so far, in seconds."""
-    ticks = 0
-    for pid in pids:
-        fields = _stat(pid)
-        if fields is not None:
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 # -- the checks ------------------------------------------------------------------------
 
 
@@ -719,24 +683,16 @@ def main() -> int:
     database = f"rw_bench_dependency_{os.getpid()}_{int(time.time())}"
     home = Path(tempfile.mkdtemp(prefix="rw-dependency-bench-"))
     stack = new_stack(home, database)
-    passed = False
     try:
-        admin_sql(f'CREATE DATABASE "{database}"')
-        log(f"created PostgreSQL database {database}; Airflow home {home}")
-        stack.prepare()
-        stack.start("api-server")
-        passed = report(run(stack, sorted(options.sizes)))
+        with own_database(stack, database):
+            stack.prepare()
+            stack.start("api-server")
+            passed = report(run(stack, sorted(options.sizes)))
     except KeyboardInterrupt:
         log("interrupted")
         return 130
-    except Exception:
-        print(stack.log_tails(), file=sys.stderr)
-        raise
     finally:
-        stack.stop()
-        admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         shutil.rmtree(home, ignore_errors=True)
-        log(f"dropped {database}")
     return 0 if passed else 1
 
 

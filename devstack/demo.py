@@ -538,7 +538,7 @@ def dependency_rows(stack: AirflowStack, run_id: str, standin: FleetStandIn) -> 
     """The outage day's table: each load, what the API answered each of its tries, how
     often it was held, and how its last try was let run."""
     latest = latest_dependency_decisions(stack, run_id)
-    held = holds(stack, DEMO_DAG, run_id)
+    held = holds(stack, DEMO_DAG, run_id, every_try=True)
     rows = []
     for task, (state, tries) in sorted(stack.task_states(DEMO_DAG, run_id).items()):
         record = latest.get(task, {})
@@ -616,7 +616,7 @@ def outage_day(stack: AirflowStack, details: Details) -> str:
             pool=POOLS[0],
             probes=probes,
             ies="y" if probes == 1 else "ies",
-            held=sum(holds(stack, DEMO_DAG, run_id).values()),
+            held=sum(holds(stack, DEMO_DAG, run_id, every_try=True).values()),
             loads=len(rows),
         ),
     )

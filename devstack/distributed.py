@@ -30,6 +30,8 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import pendulum
@@ -90,6 +92,24 @@ def admin_sql(statement: str) -> None:
             cursor.execute(statement)
     finally:
         connection.close()
+
+
+@contextmanager
+def own_database(stack: AirflowStack, database: str) -> Iterator[None]:
+    """The PostgreSQL database ``database`` (which ``stack``'s URL names) for the block;
+    after it every service of ``stack`` is stopped and the database dropped, on an error
+    or Ctrl-C too. An error prints the tails of the services' logs first."""
+    admin_sql(f'CREATE DATABASE "{database}"')
+    log(f"created PostgreSQL database {database}; Airflow home {stack.home}")
+    try:
+        yield
+    except Exception:
+        print(stack.log_tails(), file=sys.stderr)
+        raise
+    finally:
+        stack.stop()
+        admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        log(f"dropped {database}; the services' logs were in {stack.logs}")
 
 
 def run_day(

@@ -7,6 +7,12 @@ URL in ``RW_FLEET_STANDIN``: a loopback stand-in whose every endpoint (``/gated`
 ``/plain``, ...) answers 503 for ``outage`` seconds from its own first request, then
 200, and keeps every request with its DAG, task and try.
 
+``benchmarks/fleet_outage.py`` runs a larger fleet in one DAG of its own
+(``tests/policy/fleet_dags/rw_fleet_mapped.py``): one gated task mapped over 200 map
+indexes in ``positions_api``. What a fleet's tries cost is counted from Airflow's event
+log: the worker starts of each task instance (:func:`worker_starts`) and the holds at
+a try's start, deferred to the triggerer or rescheduled (:func:`holds`).
+
 ``make demo``'s outage day stages a shorter one with the same stand-in: the example DAG
 ``dags/retry_window_outage.py`` (four gated loads in ``positions_api``) against an API
 down until :data:`DEMO_OUTAGE` seconds after the first retry reached it, with 15 s
@@ -25,11 +31,17 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
+from airflow_retrywindow.labels import label
 from devstack.loopback import LoopbackServer
 from devstack.stack import ROOT, AirflowStack
 
 #: the fleet's DAG file, and its DAGs
 DAG_FILE = ROOT / "tests" / "policy" / "fleet_dags" / "rw_fleet.py"
+#: one gated task mapped over a fleet of map indexes in ``positions_api``, its DAG file
+#: apart (``benchmarks/fleet_outage.py`` runs it), and the setting of its map indexes
+MAPPED_DAG_FILE = DAG_FILE.with_name("rw_fleet_mapped.py")
+MAPPED_DAG = "rw_fleet_mapped"
+MAP_INDEXES_ENV = "RW_FLEET_MAP_INDEXES"
 GATED_DAGS = ("rw_fleet_a", "rw_fleet_b")
 PLAIN_DAG = "rw_fleet_plain"
 #: the gated tasks' pool (their dependency) and the plain tasks' own
@@ -130,10 +142,12 @@ class FleetStandIn:
         return Handler
 
 
-def create_pools(stack: AirflowStack, pools: tuple[str, ...] = POOLS) -> None:
-    """The pools (by default both), :data:`POOL_SLOTS` slots each."""
+def create_pools(
+    stack: AirflowStack, pools: tuple[str, ...] = POOLS, slots: int = POOL_SLOTS
+) -> None:
+    """The pools (by default both), ``slots`` slots each (:data:`POOL_SLOTS` by default)."""
     for pool in pools:
-        stack.api("POST", "/api/v2/pools", {"name": pool, "slots": POOL_SLOTS})
+        stack.api("POST", "/api/v2/pools", {"name": pool, "slots": slots})
 
 
 def final_states(
@@ -169,33 +183,66 @@ def report(stack: AirflowStack, runs: dict[str, str], standin: FleetStandIn) -> 
     return "\n".join(rows)
 
 
-def holds(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, int]:
-    """task id -> how often its retries were held at their start: deferred to the
-    triggerer, or rescheduled where none ran (Airflow logs each state a try takes)."""
-    return _logged(stack, dag_id, run_id, ("deferred", "up_for_reschedule"), least_try=2)
+#: Airflow's event log entries of a try held at its start: deferred to the triggerer, or
+#: rescheduled where no triggerer woke it
+HOLD_EVENTS = ("deferred", "up_for_reschedule")
+#: the entry the execution API writes each time a worker starts a try, resumptions included
+START_EVENT = "running"
+
+
+def event_counts(
+    stack: AirflowStack,
+    dag_id: str,
+    run_id: str,
+    events: tuple[str, ...],
+    *,
+    current_try: bool = False,
+) -> dict[str, int]:
+    """Task instance (``load`` or ``load[3]``) -> its entries of ``events`` in Airflow's
+    event log (the execution API writes one at every start and state change of a try).
+
+    :param current_try: only those of the task instance's current try.
+    """
+    # the events are this module's constants, written into the statement
+    named = ", ".join(f"'{event}'" for event in events)
+    same_try = " and l.try_number = ti.try_number" if current_try else ""
+    rows = stack.rows(
+        "select ti.task_id, ti.map_index, count(l.id) from task_instance ti"
+        " left join log l on l.dag_id = ti.dag_id and l.run_id = ti.run_id"
+        " and l.task_id = ti.task_id and l.map_index = ti.map_index"
+        f" and l.event in ({named}){same_try}"
+        " where ti.dag_id = :d and ti.run_id = :r group by ti.task_id, ti.map_index",
+        d=dag_id,
+        r=run_id,
+    )
+    return {label(task, int(index)): int(count) for task, index, count in rows}
+
+
+def holds(
+    stack: AirflowStack, dag_id: str, run_id: str, *, every_try: bool = False
+) -> dict[str, int]:
+    """Task instance -> how often its current try (or ``every_try``) was held at its start:
+    deferred to the triggerer, or rescheduled."""
+    return event_counts(stack, dag_id, run_id, HOLD_EVENTS, current_try=not every_try)
 
 
 def worker_starts(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, int]:
-    """task id -> how often a worker started one of its tries (first starts and resumes)."""
-    return _logged(stack, dag_id, run_id, ("running",))
+    """Task instance -> how often a worker started one of its tries: first starts, and
+    every resumption after a hold."""
+    return event_counts(stack, dag_id, run_id, (START_EVENT,))
 
 
-def _logged(
-    stack: AirflowStack, dag_id: str, run_id: str, events: tuple[str, ...], least_try: int = 0
-) -> dict[str, int]:
-    """task id and map index -> how often Airflow's event log has one of ``events``."""
+def instance_states(
+    stack: AirflowStack, dag_id: str, run_id: str
+) -> dict[str, tuple[str | None, int]]:
+    """Task instance (``load[3]`` for a map index) -> (state, try number) of a run."""
     rows = stack.rows(
-        "select task_id, map_index, count(*) from log where dag_id = :d and run_id = :r"
-        f" and event in ({', '.join(repr(event) for event in events)})"
-        " and try_number >= :t group by task_id, map_index",
+        "select task_id, map_index, state, try_number from task_instance"
+        " where dag_id = :d and run_id = :r",
         d=dag_id,
         r=run_id,
-        t=least_try,
     )
-    return {
-        (task if map_index in (None, -1) else f"{task}[{map_index}]"): int(count)
-        for task, map_index, count in rows
-    }
+    return {label(task, int(index)): (state, int(tries)) for task, index, state, tries in rows}
 
 
 def demo_problems(stack: AirflowStack, run_id: str) -> list[str]:
@@ -209,6 +256,6 @@ def demo_problems(stack: AirflowStack, run_id: str) -> list[str]:
             found.append(
                 f"{task}: expected success by try {DEMO_MAX_TRY}, got {state} at try {try_number}"
             )
-    if not sum(holds(stack, DEMO_DAG, run_id).values()):
+    if not sum(holds(stack, DEMO_DAG, run_id, every_try=True).values()):
         found.append("no retry was held at its start: the outage ended before the pool opened")
     return found

@@ -146,7 +146,7 @@ def test_each_held_retry_waited_in_the_triggerer_and_started_a_worker_only_to_ru
     for dag_id in GATED_DAGS:
         run_id = outage.runs[dag_id]
         # the retries were held (deferred), and never rescheduled: a triggerer ran
-        assert sum(holds(stack, dag_id, run_id).values()) >= 5, outage.table
+        assert sum(holds(stack, dag_id, run_id, every_try=True).values()) >= 5, outage.table
         reschedules = stack.rows(
             "select count(*) from log where run_id = :r and event = 'up_for_reschedule'",
             r=run_id,
