@@ -211,7 +211,10 @@ def released(state: DependencyState, retry: Retry, settings: DependencySettings)
 def unread(
     pool: str, retry: Retry, settings: DependencySettings, cause: str, now: pendulum.DateTime
 ) -> Admission:
-    """What ``retry`` does when its pool could not be read: held for its own backoff.
+    """What ``retry`` does when its pool could not be read: held for its own backoff,
+    doubled at each hold (at most :data:`~.settings.MAX_HOLD`), so that retries whose
+    reads fail under load do not come back every backoff, each taking a worker and a
+    pool slot.
 
     Never let run on a dependency nobody could check, and never spent: refused only at
     its latest start, like any held retry.
@@ -223,7 +226,8 @@ def unread(
             REFUSE, DEADLINE_INFEASIBLE, f"{DEADLINE_INFEASIBLE}: {facts}; past its latest start",
             number, 0,
         )  # fmt: skip
-    until = now + timedelta(seconds=max(retry.backoff_seconds, 1))
+    grown = min(max(retry.backoff_seconds, 1) * 2**retry.holds, MAX_HOLD)
+    until = now + timedelta(seconds=grown)
     if retry.latest_start is not None:
         until = min(until, retry.latest_start)
     return Admission(

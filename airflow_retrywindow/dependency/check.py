@@ -336,8 +336,7 @@ def _keep(  # noqa: PLR0917
         round_start=round_start(admission.round, settings),
         hold_until=hold.watch_until if hold is not None else admission.hold_until,
         next_probe=admission.next_probe,
-        # a hold because the pool could not be read waits the own backoff: not a longer one
-        holds=holds + (1 if admission.action == HOLD and state else 0),
+        holds=holds + (1 if admission.action == HOLD else 0),
         probed_round=admission.round
         if admission.action == PROBE
         else (kept.probed_round if kept is not None else None),

@@ -22,6 +22,7 @@ from airflow_retrywindow.dependency.admission import (
     repeat_held_until,
     round_of,
     round_start,
+    unread,
 )
 from airflow_retrywindow.dependency.fleet import CANDIDATES, DependencyState, PoolTry
 from airflow_retrywindow.dependency.pool_read import read_pool
@@ -224,6 +225,18 @@ def test_a_held_retry_is_refused_at_its_latest_start_not_before() -> None:
     refused = admit(replace(state, read_at=latest), retry_of(held, latest_start=latest), SETTINGS)
     assert refused.action == REFUSE and refused.decision == "deadline-infeasible"
     assert "positions_api" in refused.reason and "deadline" in refused.reason
+
+
+def test_a_retry_whose_pool_cannot_be_read_waits_longer_at_each_hold() -> None:
+    retry = retry_of(held_retries()[0])
+    waits = [
+        (unread(POOL, replace(retry, holds=holds), SETTINGS, "timed out", T0).hold_until, holds)
+        for holds in range(10)
+    ]
+    assert [until - T0 for until, _ in waits][:3] == [timedelta(seconds=s) for s in (15, 30, 60)]
+    assert max(until for until, _ in waits) == T0 + timedelta(seconds=MAX_HOLD)
+    late = unread(POOL, retry, SETTINGS, "timed out", T0 + timedelta(hours=2))
+    assert late.action == REFUSE and "could not be read (timed out)" in late.reason
 
 
 def test_a_rescheduled_hold_waits_its_own_backoff_doubled_at_each_hold() -> None:
