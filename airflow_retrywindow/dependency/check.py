@@ -173,11 +173,12 @@ def _start_verdict(
     return None
 
 
-def load_reader(context: Mapping[str, Any]) -> None:
-    """Import the REST client when the task's pool is a dependency, before the start
-    check's time limit starts: a large generated package, which a loaded worker could
-    spend the whole limit importing."""
-    if configuration.pool_settings().of(str(context["task"].pool)) is not None:
+def load_reader(context: Mapping[str, Any], *, events: bool = False) -> None:
+    """Import the REST client when the start check will read through it (the task's pool
+    is a dependency, or ``events``: Airflow's event log is read for a lost try), before
+    the check's time limit starts: a large generated package, which a loaded worker
+    could spend the whole limit importing (15 s was seen on two busy cores)."""
+    if events or configuration.pool_settings().of(str(context["task"].pool)) is not None:
         import airflow_client.client  # noqa: F401
 
 

@@ -122,17 +122,18 @@ class RetryStartCheck:
         task, ti = context["task"], context["ti"]
         policy = window_of(task)
         try:
-            load_reader(context)
-            limit = TimeLimit.starting_now(
-                configuration.clock_read_limit(),
-                what="the retry-start check",
-                option="clock_read_limit",
-            )
             try_number = int(ti.try_number)
             previous = _previous_try_of_window(policy, task, ti)
             history = context["task_state_store"].get(evidence.EVIDENCE_KEY) if previous else None
             permission = (
                 evidence.start_permission(history, try_number) if previous else evidence.DECIDED
+            )
+            # the REST client is imported before the limit starts: importing it is no read
+            load_reader(context, events=permission == evidence.UNDECIDED)
+            limit = TimeLimit.starting_now(
+                configuration.clock_read_limit(),
+                what="the retry-start check",
+                option="clock_read_limit",
             )
             if permission == evidence.STARTED:
                 # resumed: from the task's own deferral, or from a dependency hold, which

@@ -3,9 +3,12 @@
 ``rw_gate_pool_open`` runs twice (``airflow dags test``) against the test API server,
 the gate and the sensor reading the pool through ``/api/v2`` like any other decision:
 
-* as it is: three task instances of the pool ``rw_gate_feed`` fail with an outcome their
-  policy classes unknown, so the pool (a dependency, with the default settings) trips
-  open, and the repeats the model would let run are held, not run;
+* with the pool forced ``open`` by on-call (its Variable, here from the environment):
+  the repeats the model would let run are held, not run. (The three feeds of the pool
+  end ``failed``, refused for an unknown outcome: a try refused for good no longer
+  counts as failing, only a failure whose retry waits or runs does, so they alone do
+  not trip it; ``tests/policy/test_fleet_outage_on_scheduler.py`` trips a pool with
+  held retries on a real scheduler);
 * with the pool forced ``closed`` by on-call (its Variable, here from the environment):
   nothing is held, and both repeats run.
 """
@@ -42,7 +45,7 @@ def _row(record: dict[str, Any], task_id: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def failing(api_server: ApiServer) -> tuple[str, str]:
-    return dags_test(DAG_ID, gate_env(api_server))
+    return dags_test(DAG_ID, gate_env(api_server, **{FORCED: OPEN}))
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ def forced_closed(api_server: ApiServer, failing: tuple[str, str]) -> tuple[str,
     return dags_test(DAG_ID, gate_env(api_server, **{FORCED: CLOSED}))
 
 
-def test_the_failing_pool_holds_the_repeats_of_the_gate_and_the_sensor(
+def test_a_pool_forced_open_holds_the_repeats_of_the_gate_and_the_sensor(
     failing: tuple[str, str],
 ) -> None:
     run_id, output = failing
@@ -67,11 +70,12 @@ def test_the_failing_pool_holds_the_repeats_of_the_gate_and_the_sensor(
         kept = dependency_of(row)
         assert kept is not None, row
         assert (kept.pool, kept.state, kept.action) == (POOL, OPEN, "hold"), kept
-        assert kept.hold_until is not None
-        # the three feeds failed with an outcome the policy classed unknown; the
-        # targets' own terminal failures are theirs, and do not count
-        assert kept.failing_tasks == 3, kept
+        assert kept.hold_until is not None and kept.forced == OPEN, kept
+        # the feeds were refused for good and the targets' failures are terminal: none
+        # of them counts as failing
+        assert kept.failing_tasks == 0, kept
         assert f"pool {POOL} is failing" in row["reason"], row
+        assert "forced open by on-call" in row["reason"], row
         assert POOL in record["statusUpdate"], record["statusUpdate"]
 
 

@@ -152,10 +152,12 @@ def test_each_held_retry_waited_in_the_triggerer_and_started_a_worker_only_to_ru
             r=run_id,
         )
         assert reschedules[0][0] == 0, reschedules
-        # a worker starts for each try and each wake-up (to probe, or when released):
-        # never once a round while held
+        # a worker starts for each try (at most 4) and each wake-up from a hold (to probe,
+        # at most once a round for the fleet, or when released), never to be held again:
+        # a task chosen to probe in two rounds starts 7 times, the others 3 to 5
         starts = worker_starts(stack, dag_id, run_id)
-        assert len(starts) == 6 and max(starts.values()) <= 6, (starts, outage.table)
+        assert len(starts) == 6 and max(starts.values()) <= 8, (starts, outage.table)
+        assert sum(starts.values()) <= 6 * 4, (starts, outage.table)
 
 
 def test_plain_airflow_burns_every_retry_into_the_same_outage(
