@@ -20,6 +20,20 @@ STAMP := $(VENV)/.installed-stamp
 CONSTRAINTS := --constraint constraints.txt
 UV_INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
 
+# `make up AIRFLOW=3.1` (or 3.2): the example on an older Airflow minor, in a virtualenv of
+# its own (.venv-3.1) with that minor from its constraints file (constraints-3.1.txt) and the
+# package from its wheel, not the checkout, on the Python the minor is tested on (noxfile.py).
+# Its Airflow home is .airflow-3.1: a metadata DB migrated by a newer Airflow cannot go back.
+AIRFLOW ?=
+MINOR_VENV := .venv-$(AIRFLOW)
+MINOR_PYTHON_3.1 := 3.10
+MINOR_PYTHON_3.2 := 3.12
+MINOR_PYTHON := $(MINOR_PYTHON_$(AIRFLOW))
+# pyenv's interpreter when it has one (its shims answer only for the active version)
+MINOR_INTERPRETER = $(or $(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/$(MINOR_PYTHON).*/bin/python$(MINOR_PYTHON)))),python$(MINOR_PYTHON))
+MINOR_STAMP := $(MINOR_VENV)/.wheel-stamp
+PACKAGE_FILES := $(shell find airflow_retrywindow -type f -not -name '*.pyc' 2>/dev/null)
+
 .PHONY: install system-packages test lint demo up test-distributed nox wheel-check bench \
 	constraints clean
 
@@ -59,13 +73,34 @@ lint: install
 demo: $(RUNTIME)
 	@$(BIN)/python -m devstack.demo $(if $(filter-out 0,$(VERBOSE)),--verbose)
 
+ifeq ($(AIRFLOW),)
 up: $(RUNTIME)
 	@$(BIN)/python -m devstack.up
+else
+up: $(MINOR_STAMP)
+	@$(MINOR_VENV)/bin/python -m devstack.up
+endif
+
+# uv alone, to build the wheel and install a minor's virtualenv
+$(BIN)/uv:
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check $(CONSTRAINTS) uv
+
+$(MINOR_STAMP): constraints-$(AIRFLOW).txt pyproject.toml $(PACKAGE_FILES) | $(BIN)/uv
+	@test -n "$(MINOR_PYTHON)" || { echo "AIRFLOW=$(AIRFLOW): make up takes AIRFLOW=3.1 or 3.2"; exit 2; }
+	@echo "==> Airflow $(AIRFLOW) on Python $(MINOR_PYTHON) and the package's wheel, into $(MINOR_VENV)"
+	@rm -rf $(MINOR_VENV)/dist
+	@$(BIN)/uv build --quiet --wheel --out-dir $(MINOR_VENV)/dist .
+	@test -x $(MINOR_VENV)/bin/python || $(BIN)/uv venv --quiet --python $(MINOR_INTERPRETER) $(MINOR_VENV)
+	@$(BIN)/uv pip install --quiet --python $(MINOR_VENV)/bin/python --reinstall-package airflow-retrywindow \
+		--constraint constraints-$(AIRFLOW).txt $(MINOR_VENV)/dist/*.whl
+	@touch $@
 
 test-distributed: install
 	@$(BIN)/python -m devstack.distributed
 
-# the Airflow-backed tests on Python 3.10, 3.12 and 3.13 (noxfile.py); one: NOX_ARGS="-s airflow-3.12"
+# each Airflow minor's subset on its Python: 3.1 on 3.10, 3.2 on 3.12, 3.3 on 3.13 (noxfile.py);
+# one: NOX_ARGS="-s airflow-3.1"
 nox: install
 	$(BIN)/nox $(NOX_ARGS)
 
@@ -87,4 +122,4 @@ constraints:
 	@echo "review constraints.new, then move it over constraints.txt (keep the header)"
 
 clean:
-	rm -rf .airflow .demo .test-runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .airflow .airflow-3.* .demo .test-runs .pytest_cache .mypy_cache .ruff_cache

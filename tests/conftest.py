@@ -64,8 +64,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ModulesToget
     return ModulesTogether(config, log)
 
 
+def has_retry_policies() -> bool:
+    """Whether the installed Airflow has retry policies: 3.3 or later.
+
+    Read only when a collected test needs it: the version module imports Airflow, seconds.
+    """
+    from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS
+
+    return AIRFLOW_V_3_3_PLUS
+
+
+@pytest.fixture(scope="session")
+def retry_policies() -> bool:
+    """Whether the installed Airflow has retry policies (3.3 or later)."""
+    return has_retry_policies()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start the longest modules first.
+    """Skip what needs Airflow 3.3 on older ones, and start the longest modules first.
+
+    A test marked ``requires_airflow_3_3`` is skipped on Airflow 3.1 and 3.2 with the reason.
 
     ``make test`` spreads the modules over its workers (pytest-xdist, ``--dist loadfile``:
     a module's tests stay together, in order, so its Airflow stack starts once). The
@@ -75,11 +93,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     minutes. The sort is stable: the order inside a module, and of modules
     of one length, stays as collected.
     """
+    _skip_what_needs_airflow_3_3(items)
     minutes: dict[str, float] = {}
     for item in items:
         module = item.nodeid.split("::")[0]
         minutes[module] = max(minutes.get(module, 0.0), _minutes(item))
     items.sort(key=lambda item: -minutes[item.nodeid.split("::")[0]])
+
+
+def _skip_what_needs_airflow_3_3(items: list[pytest.Item]) -> None:
+    marked = [item for item in items if item.get_closest_marker("requires_airflow_3_3")]
+    if not marked or has_retry_policies():
+        return
+    from airflow_retrywindow.version_compat import missing_retry_policies
+
+    skip = pytest.mark.skip(reason=f"needs Airflow 3.3 or later: {missing_retry_policies()}")
+    for item in marked:
+        item.add_marker(skip)
 
 
 def _minutes(item: pytest.Item) -> float:

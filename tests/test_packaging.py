@@ -195,15 +195,30 @@ def test_classifiers_are_known_and_say_what_is_tested() -> None:
     assert not [c for c in classifiers if c.startswith("License ::")]
 
 
-def test_ci_runs_every_declared_python() -> None:
+def test_ci_runs_every_declared_python_and_airflow_minor() -> None:
     # make test runs the whole suite on the Python constraints.txt was resolved on (3.11);
-    # the nox sessions CI runs by default cover every other Python the classifiers declare
-    ci_pythons = noxfile_pythons("CI_PYTHONS")
-    assert sorted([*ci_pythons, "3.11"]) == noxfile_pythons()
+    # the nox sessions CI runs by default pair every other declared Python with one Airflow
+    # minor, each installed from its own constraints file
+    minors = noxfile_minors()
+    assert [airflow for airflow, _, _ in minors] == ["3.1", "3.2", "3.3"]
+    assert sorted([python for _, python, _ in minors] + ["3.11"]) == noxfile_pythons()
+    for airflow, _, constraints in minors:
+        pins = (ROOT / constraints).read_text().splitlines()
+        assert any(line.startswith(f"apache-airflow=={airflow}.") for line in pins), constraints
     assert (
-        'nox.options.sessions = [f"airflow-{python}" for python in CI_PYTHONS]'
+        'nox.options.sessions = [f"airflow-{minor.airflow}" for minor in MINORS]'
         in (ROOT / "noxfile.py").read_text()
     )
+
+
+def noxfile_minors() -> list[tuple[str, str, str]]:
+    """``MINORS`` of noxfile.py: (Airflow minor, Python, constraints file) each."""
+    module = ast.parse((ROOT / "noxfile.py").read_text())
+    for node in module.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign) and "MINORS" in ast.unparse(node):
+            calls = node.value.elts if isinstance(node.value, ast.List) else []
+            return [tuple(ast.literal_eval(arg) for arg in call.args) for call in calls]  # type: ignore[misc]
+    raise AssertionError("noxfile.py defines no MINORS")
 
 
 def noxfile_pythons(name: str = "PYTHONS") -> list[str]:

@@ -13,19 +13,19 @@ from typing import Any
 from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
 from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 
-#: the user who may read no run, task instance or XCom of :data:`HIDDEN_DAG`
+#: the user who may read no run, task instance or XCom of the :data:`HIDDEN_DAGS`
 OUTSIDER = ("outsider", "outsider-password")
-HIDDEN_DAG = "retry_window_example"
+HIDDEN_DAGS = frozenset({"retry_window_example", "retry_window_gate_example"})
 
 
 class OneDagHiddenAuthManager(SimpleAuthManager):
-    """SimpleAuthManager, except that :data:`OUTSIDER` may not access :data:`HIDDEN_DAG`."""
+    """SimpleAuthManager, except that :data:`OUTSIDER` may not access the :data:`HIDDEN_DAGS`."""
 
     def is_authorized_dag(
         self, *, method: Any, user: SimpleAuthManagerUser, access_entity: Any = None,
         details: Any = None,
     ) -> bool:  # fmt: skip
-        if user.get_name() == OUTSIDER[0] and getattr(details, "id", None) == HIDDEN_DAG:
+        if user.get_name() == OUTSIDER[0] and getattr(details, "id", None) in HIDDEN_DAGS:
             return False
         return super().is_authorized_dag(
             method=method, user=user, access_entity=access_entity, details=details

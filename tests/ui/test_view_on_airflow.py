@@ -1,9 +1,12 @@
 """The Retry window view on a real Airflow: plugin discovery, auth, fixtures, links, a browser.
 
-One stack (API server, scheduler, DAG processor, triggerer on SQLite) runs the
-example DAG once on a late day, where the policy, the gate and the sensor refuse;
-every test reads that run. The API server uses a real auth manager that denies
-one user the example DAG (``tests/ui/auth_manager.py``).
+One stack (API server, scheduler, DAG processor, triggerer on SQLite) parses ``dags/``
+and runs the gate example once (``retry_window_gate_example``: a gate and a sensor,
+their decisions in XCom, a notifier), on every Airflow the package supports. On
+Airflow 3.3 it also runs the example DAG once on a late day, where the policy, the gate
+and the sensor refuse; before 3.3 the DAG files with a ``RetryWindowPolicy`` are import
+errors that say why, and the gate example runs beside them. The API server uses a real
+auth manager that denies one user both examples (``tests/ui/auth_manager.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -26,8 +30,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as until
 from selenium.webdriver.support.ui import WebDriverWait
 
-from devstack.example import DAG_ID, LATE, evidence
-from devstack.stack import ADMIN, ROOT, AirflowStack, sqlite_stack
+from devstack.example import DAG_ID, LATE, decoded, evidence
+from devstack.stack import ADMIN, PARSE_LIMIT, ROOT, AirflowStack, sqlite_stack
 from tests.ui import browser
 from tests.ui.auth_manager import OUTSIDER
 
@@ -35,18 +39,35 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=6)]
 
 SCREENSHOT = ROOT / "docs" / "images" / "retry-window-view.png"
 REFUSED = "report"  # on a late day its policy refuses: deadline-infeasible
+GATE_DAG_ID = "retry_window_gate_example"
+#: the files of dags/ that build a RetryWindowPolicy: import errors before Airflow 3.3
+POLICY_FILES = {"retry_window_example.py", "retry_window_outage.py"}
 
 
 @dataclass(frozen=True)
 class LateRun:
-    """The example DAG's late-day run on a running stack."""
+    """A finished run on a running stack: the example DAG's late day, or the gate example's."""
 
     stack: AirflowStack
     run_id: str
+    dag_id: str = DAG_ID
 
     def view(self, task_id: str | None = None, suffix: str = "") -> str:
-        run = f"{self.stack.url}/retry-window/dags/{DAG_ID}/runs/{quote(self.run_id, safe='')}"
+        run = f"{self.stack.url}/retry-window/dags/{self.dag_id}/runs/"
+        run += quote(self.run_id, safe="")
         return run if task_id is None else f"{run}/tasks/{task_id}{suffix}"
+
+    def record(self, task_id: str) -> dict[str, Any]:
+        """The decision record a gate or a sensor of the run pushed to XCom."""
+        rows = self.stack.rows(
+            "select value from xcom where dag_id=:d and run_id=:r and task_id=:t "
+            "and key='return_value'",
+            d=self.dag_id, r=self.run_id, t=task_id,
+        )  # fmt: skip
+        assert rows, f"{task_id} pushed no decision record\n{self.stack.log_tails()}"
+        found = decoded(rows[0][0])
+        assert isinstance(found, dict)
+        return found
 
 
 @dataclass(frozen=True)
@@ -57,7 +78,8 @@ class Answer:
 
 
 @pytest.fixture(scope="module")
-def late_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LateRun]:
+def stack(tmp_path_factory: pytest.TempPathFactory, retry_policies: bool) -> Iterator[AirflowStack]:
+    """The stack, once its DAG processor parsed every file of dags/."""
     home = tmp_path_factory.mktemp("ui-stack")
     passwords = home / "ui-passwords.json"
     passwords.write_text(json.dumps({ADMIN[0]: ADMIN[1], OUTSIDER[0]: OUTSIDER[1]}))
@@ -69,10 +91,39 @@ def late_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LateRun]:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     services = ["api-server", "scheduler", "dag-processor", "triggerer"]
-    with sqlite_stack(home, services, [DAG_ID], extra_env=extra_env) as stack:
-        run_id = stack.trigger(DAG_ID, conf=LATE.conf, logical_date=LATE.business_date)
-        assert stack.wait_for_run(DAG_ID, run_id, timeout=300) == "success"
-        yield LateRun(stack, run_id)
+    with sqlite_stack(home, services, [], extra_env=extra_env) as running:
+        expected = {GATE_DAG_ID, DAG_ID} if retry_policies else {GATE_DAG_ID}
+        refused = set() if retry_policies else POLICY_FILES
+
+        def parsed() -> bool:
+            errors = import_errors(running)
+            unexpected = set(errors) - refused
+            assert not unexpected, {name: errors[name] for name in unexpected}
+            stored = {dag_id for (dag_id,) in running.rows("select dag_id from serialized_dag")}
+            return expected <= stored and refused <= set(errors)
+
+        running.wait_for(parsed, "the DAG processor to parse dags/", timeout=PARSE_LIMIT + 60)
+        yield running
+
+
+def import_errors(stack: AirflowStack) -> dict[str, str]:
+    """File name -> the import error the DAG processor recorded for it."""
+    rows = stack.rows("select filename, stacktrace from import_error")
+    return {Path(filename).name: str(trace) for filename, trace in rows}
+
+
+@pytest.fixture(scope="module")
+def late_run(stack: AirflowStack) -> LateRun:
+    run_id = stack.trigger(DAG_ID, conf=LATE.conf, logical_date=LATE.business_date)
+    assert stack.wait_for_run(DAG_ID, run_id, timeout=300) == "success"
+    return LateRun(stack, run_id)
+
+
+@pytest.fixture(scope="module")
+def gate_run(stack: AirflowStack) -> LateRun:
+    run_id = stack.trigger(GATE_DAG_ID, conf={}, logical_date="2026-12-03")
+    assert stack.wait_for_run(GATE_DAG_ID, run_id, timeout=300) == "success"
+    return LateRun(stack, run_id, GATE_DAG_ID)
 
 
 def token(stack: AirflowStack, user: tuple[str, str]) -> str:
@@ -106,8 +157,21 @@ def _lowered(headers: Message) -> dict[str, str]:
     return {name.lower(): value for name, value in headers.items()}
 
 
-def test_airflow_lists_the_plugin_with_its_tabs(late_run: LateRun) -> None:
-    listed = late_run.stack.airflow("plugins", "-o", "json").stdout
+def test_only_the_dag_files_with_a_retry_policy_are_refused_before_airflow_3_3(
+    stack: AirflowStack, retry_policies: bool
+) -> None:
+    errors = import_errors(stack)
+    if retry_policies:
+        assert errors == {}
+    else:
+        assert set(errors) == POLICY_FILES
+        # the outage example builds nothing but its policies: their refusal says why
+        assert "retry policies arrived in Airflow 3.3" in errors["retry_window_outage.py"]
+    assert stack.rows("select 1 from serialized_dag where dag_id=:d", d=GATE_DAG_ID)
+
+
+def test_airflow_lists_the_plugin_with_its_tabs(stack: AirflowStack) -> None:
+    listed = stack.airflow("plugins", "-o", "json").stdout
     plugins = {item["name"]: item for item in json.loads(listed[listed.index("[") :])}
     ours = plugins["retry_window"]
     assert "airflow.plugins" in ours["source"]
@@ -117,6 +181,7 @@ def test_airflow_lists_the_plugin_with_its_tabs(late_run: LateRun) -> None:
     assert tabs["dag_run"]["url_route"] == "retry-window-run"
 
 
+@pytest.mark.requires_airflow_3_3
 def test_the_view_needs_a_user_who_may_read_the_dag(late_run: LateRun) -> None:
     stack = late_run.stack
     addresses = [
@@ -145,6 +210,7 @@ def test_the_view_needs_a_user_who_may_read_the_dag(late_run: LateRun) -> None:
     assert "map_index" in bad.body and "two" in bad.body
 
 
+@pytest.mark.requires_airflow_3_3
 def test_run_view_shows_every_decision_of_the_run(late_run: LateRun) -> None:
     page = get(late_run.view(), bearer=token(late_run.stack, ADMIN))
     assert page.status == 200
@@ -156,6 +222,7 @@ def test_run_view_shows_every_decision_of_the_run(late_run: LateRun) -> None:
     assert "Sensor load_retry_window" in page.body
 
 
+@pytest.mark.requires_airflow_3_3
 def test_downloaded_fixture_replays_to_the_stored_result(late_run: LateRun, tmp_path: Path) -> None:
     stored = evidence(late_run.stack, late_run.run_id)[REFUSED][0]
     answer = get(
@@ -180,17 +247,99 @@ def test_downloaded_fixture_replays_to_the_stored_result(late_run: LateRun, tmp_
     assert "deadline-infeasible" in explained.stdout
 
 
-def test_gate_and_sensor_link_to_their_tab(late_run: LateRun) -> None:
+def test_gate_and_sensor_link_to_their_tab(gate_run: LateRun) -> None:
+    run = f"/dags/{GATE_DAG_ID}/dagRuns/{gate_run.run_id}"
     for task_id in ("retry_gate", "load_retry_window"):
-        links = late_run.stack.api(
-            "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{late_run.run_id}/taskInstances/{task_id}/links"
-        )
+        links = gate_run.stack.api("GET", f"/api/v2{run}/taskInstances/{task_id}/links")
         assert links["extra_links"]["Retry window"] == (
-            f"{late_run.stack.url}/dags/{DAG_ID}/runs/{late_run.run_id}"
+            f"{gate_run.stack.url}/dags/{GATE_DAG_ID}/runs/{gate_run.run_id}"
             f"/tasks/{task_id}/plugin/retry-window"
         )
 
 
+def test_the_gate_and_the_sensor_decided_on_the_scheduler(gate_run: LateRun) -> None:
+    states = gate_run.stack.task_states(GATE_DAG_ID, gate_run.run_id)
+    assert states == {
+        "extract_positions": ("success", 1),
+        "load": ("failed", 1),
+        "archive": ("failed", 1),
+        "transform": ("failed", 1),
+        "load_retry_window": ("success", 1),
+        "retry_load": ("success", 1),  # the sensor let the retry through after the backoff
+        "retry_gate": ("success", 1),
+        "rerun_everything": ("skipped", 0),  # archive has no attempt left
+    }
+    assert decisions(gate_run.record("retry_gate")) == {
+        "extract_positions": "validate-output",
+        "load": "retry-eligible",
+        "archive": "attempts-exhausted",
+        "transform": "deadline-infeasible",
+    }
+    sensor = gate_run.record("load_retry_window")
+    assert decisions(sensor) == {"load": "retry-eligible"}
+    (wait,) = sensor["waits"]
+    assert wait["reason"].startswith("wait-backoff: attempt 2 of 2 may start at")
+    # 20 s of backoff, more than a sensor sleeps in its worker: the triggerer waited
+    assert "deferring until" in task_log(gate_run, "load_retry_window")
+
+
+def decisions(record: dict[str, Any]) -> dict[str, str]:
+    return {row["taskId"]: row["decision"] for row in record["decisions"]}
+
+
+def task_log(run: LateRun, task_id: str) -> str:
+    """The log of a task's first try, as the worker wrote it under the Airflow home."""
+    folder = run.stack.home / "logs" / f"dag_id={run.dag_id}" / f"run_id={run.run_id}"
+    (path,) = (folder / f"task_id={task_id}").glob("attempt=1*.log")
+    return path.read_text()
+
+
+def test_the_view_shows_the_gate_and_sensor_records_to_who_may_read_them(
+    gate_run: LateRun,
+) -> None:
+    stack = gate_run.stack
+    outsider, admin = token(stack, OUTSIDER), token(stack, ADMIN)
+    for url in (gate_run.view(), gate_run.view("retry_gate")):
+        assert get(url).status == 401
+        denied = get(url, cookie=outsider)
+        assert denied.status == 403, (url, denied)
+        assert "deadline-infeasible" not in denied.body
+    page = get(gate_run.view(), bearer=admin)
+    assert page.status == 200
+    assert "Gate retry_gate" in page.body
+    assert "Sensor load_retry_window" in page.body
+    for task_id in ("retry_gate", "load_retry_window"):
+        for row in gate_run.record(task_id)["decisions"]:
+            assert row["reason"].split(":")[0] in page.body
+            assert f'data-task="{row["taskId"]}"' in page.body
+    task = get(gate_run.view("retry_gate"), cookie=admin)
+    assert task.status == 200
+    assert "deadline-infeasible" in task.body
+
+
+def test_a_gate_fixture_downloads_and_replays(gate_run: LateRun, tmp_path: Path) -> None:
+    stored = gate_run.record("retry_gate")["fixtures"][0]
+    answer = get(
+        gate_run.view("retry_gate", "/fixtures/record-0.json"), bearer=token(gate_run.stack, ADMIN)
+    )
+    assert answer.status == 200
+    assert json.loads(answer.body) == stored["fixture"]
+    fixture = tmp_path / "fixture.json"
+    fixture.write_text(answer.body)
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "airflow_retrywindow", "evaluate", str(fixture)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(evaluated.stdout) == stored["result"]
+
+
+def test_the_notifier_tells_the_gate_decisions_in_the_task_log(gate_run: LateRun) -> None:
+    logged = task_log(gate_run, "retry_gate")
+    assert "Retry window notification: [retry window]" in logged
+    assert "deadline-infeasible" in logged
+
+
+@pytest.mark.requires_airflow_3_3
 @pytest.mark.skipif(not browser.installed(), reason="needs Debian's chromium and chromium-driver")
 def test_refused_task_shows_its_decision_and_timeline_in_a_browser(
     late_run: LateRun, tmp_path: Path

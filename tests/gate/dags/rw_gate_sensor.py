@@ -6,6 +6,8 @@ anything else, so that each really waits. ``wait_broken`` skips the retry of a
 terminal failure, with no work and no deadline of its own: both are its target's
 ``RetryWindowPolicy``'s;
 ``wait_late`` and ``wait_late_hard`` time out on a one-hour backoff.
+
+``broken`` and its sensor need retry policies (Airflow 3.3): older Airflow has the rest.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
-from airflow.sdk.exceptions import AirflowFailException
+from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailException
 
 from airflow_retrywindow import (
     Deadline,
@@ -70,32 +72,36 @@ with DAG(
             previous >> first
         first >> wait >> (previous := retry())
 
-    @task(
-        retries=2,
-        retry_delay=timedelta(seconds=2),
-        retry_policy=RetryWindowPolicy(
-            deadline=Deadline.after_data_interval_end(hours=5),
-            duration=90,
-            validation=45,
-            safe_repeat=False,
-        ),
-    )
-    def broken() -> None:
-        raise TerminalFailure("the destination table was dropped")
+    if AIRFLOW_V_3_3_PLUS:
 
-    wait_broken = RetryWindowSensor(task_id="wait_broken", target="broken", trigger_rule="all_done")
+        @task(
+            retries=2,
+            retry_delay=timedelta(seconds=2),
+            retry_policy=RetryWindowPolicy(
+                deadline=Deadline.after_data_interval_end(hours=5),
+                duration=90,
+                validation=45,
+                safe_repeat=False,
+            ),
+        )
+        def broken() -> None:
+            raise TerminalFailure("the destination table was dropped")
 
-    @task
-    def retry_broken() -> str:
-        return "never"
+        wait_broken = RetryWindowSensor(
+            task_id="wait_broken", target="broken", trigger_rule="all_done"
+        )
 
-    @task
-    def after_broken() -> str:
-        return "never either"
+        @task
+        def retry_broken() -> str:
+            return "never"
 
-    broken_task = broken()
-    previous >> broken_task
-    broken_task >> wait_broken >> retry_broken() >> after_broken()
+        @task
+        def after_broken() -> str:
+            return "never either"
+
+        broken_task = broken()
+        previous >> broken_task
+        broken_task >> wait_broken >> retry_broken() >> after_broken()
 
     @task(retries=1, retry_delay=timedelta(hours=1))
     def late() -> None:

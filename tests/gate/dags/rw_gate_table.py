@@ -7,6 +7,9 @@ whose dry-run estimate is over budget. ``narrow_gate`` skips only its guarded
 task and lets the trigger rules after it decide. ``policy_gate`` lists its
 targets only: every estimate and the deadline come from their ``RetryWindowPolicy``
 (``rebuild``'s takes seven hours, more than the six left to the deadline).
+
+``load``, ``repair``, ``rebuild`` and ``policy_gate`` need retry policies (Airflow 3.3):
+on older Airflow the DAG is the rest, every estimate the gates' own ``Work``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
-from airflow.sdk.exceptions import AirflowFailException
+from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailException
 
 from airflow_retrywindow import (
     Budget,
@@ -31,15 +34,8 @@ from airflow_retrywindow import (
 DEADLINE = Deadline.after_data_interval_end(hours=6)
 POOL = "rw_gate_positions"  # 2 slots: one heavy (2) or two light (1) extractions
 QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
-POLICY = RetryWindowPolicy(
-    deadline=DEADLINE, duration=timedelta(minutes=1), validation=timedelta(seconds=30),
-    safe_repeat=True,
-)  # fmt: skip
-#: only this policy knows that a rebuild takes seven hours
-LONG = RetryWindowPolicy(
-    deadline=DEADLINE, duration=timedelta(hours=7), validation=timedelta(minutes=20),
-    safe_repeat=True,
-)  # fmt: skip
+#: the targets under a RetryWindowPolicy, which Airflow 3.3 brought
+POLICY_TARGETS = ("load", "repair", "rebuild") if AIRFLOW_V_3_3_PLUS else ()
 
 with DAG(
     "rw_gate_table",
@@ -52,18 +48,6 @@ with DAG(
     @task(pool=POOL, pool_slots=1)
     def extract() -> str:
         return "positions extracted"
-
-    @task(retries=2, retry_delay=timedelta(seconds=2), retry_policy=POLICY, pool=POOL, pool_slots=2)
-    def load() -> None:
-        raise OutcomeUnknown("load response lost after submission", remote_job_id="load-1")
-
-    @task(retries=2, retry_delay=timedelta(seconds=2), retry_policy=POLICY)
-    def repair() -> None:
-        raise TerminalFailure("schema mismatch in the destination table")
-
-    @task(retries=2, retry_delay=timedelta(seconds=1), retry_policy=LONG)
-    def rebuild() -> None:
-        raise ConnectionError("warehouse connection reset during the rebuild")
 
     @task(retries=0)
     def archive() -> None:
@@ -122,8 +106,7 @@ with DAG(
 
     targets = {
         "extract": QUICK,
-        "load": QUICK,
-        "repair": QUICK,
+        **dict.fromkeys(POLICY_TARGETS[:2], QUICK),
         "archive": QUICK,
         "append": QUICK,
         "publish": Work(duration=60, validation=30, safe_repeat=False),
@@ -196,14 +179,6 @@ with DAG(
     def rerun_report_budget() -> str:
         return "report within budget"
 
-    # no Work, no deadline: both from the targets' policies
-    policy_gate = RetryWindowGateOperator(
-        task_id="policy_gate",
-        targets=["load", "repair", "rebuild"],
-        guard=[],
-        trigger_rule="all_done",
-    )
-
     narrow_gate = RetryWindowGateOperator(
         task_id="narrow_gate",
         targets={"append": QUICK},
@@ -221,13 +196,48 @@ with DAG(
     def after_narrow() -> str:
         return "runs: its trigger rule decides"
 
-    failing = [extract(), load(), repair(), archive(), append(), publish(), transform(), report()]
-    failing.append(rebuild())
+    failing = [extract(), archive(), append(), publish(), transform(), report()]
+    gates = [table_gate, budget_gate, narrow_gate]
+    if AIRFLOW_V_3_3_PLUS:
+        POLICY = RetryWindowPolicy(
+            deadline=DEADLINE, duration=timedelta(minutes=1), validation=timedelta(seconds=30),
+            safe_repeat=True,
+        )  # fmt: skip
+        #: only this policy knows that a rebuild takes seven hours
+        LONG = RetryWindowPolicy(
+            deadline=DEADLINE, duration=timedelta(hours=7), validation=timedelta(minutes=20),
+            safe_repeat=True,
+        )  # fmt: skip
+
+        @task(
+            retries=2, retry_delay=timedelta(seconds=2), retry_policy=POLICY, pool=POOL,
+            pool_slots=2,
+        )  # fmt: skip
+        def load() -> None:
+            raise OutcomeUnknown("load response lost after submission", remote_job_id="load-1")
+
+        @task(retries=2, retry_delay=timedelta(seconds=2), retry_policy=POLICY)
+        def repair() -> None:
+            raise TerminalFailure("schema mismatch in the destination table")
+
+        @task(retries=2, retry_delay=timedelta(seconds=1), retry_policy=LONG)
+        def rebuild() -> None:
+            raise ConnectionError("warehouse connection reset during the rebuild")
+
+        # no Work, no deadline: both from the targets' policies
+        policy_gate = RetryWindowGateOperator(
+            task_id="policy_gate",
+            targets=list(POLICY_TARGETS),
+            guard=[],
+            trigger_rule="all_done",
+        )
+        failing += [load(), repair(), rebuild()]
+        gates.append(policy_gate)
     observed = [monitor(), lookup(), reconcile(), dry_run()]
     pause = settle()
     failing >> pause
     observed >> pause
-    pause >> [table_gate, budget_gate, narrow_gate, policy_gate]
+    pause >> gates
     narrow_gate >> rerun_append_narrow() >> after_narrow()
     huge_task = huge()
     table_gate >> [fresh_light(), fresh_heavy(), huge_task, rerun_report(), rerun_append()]
