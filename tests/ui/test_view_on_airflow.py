@@ -45,7 +45,7 @@ POLICY_FILES = {"retry_window_example.py", "retry_window_outage.py"}
 
 
 @dataclass(frozen=True)
-class LateRun:
+class FinishedRun:
     """A finished run on a running stack: the example DAG's late day, or the gate example's."""
 
     stack: AirflowStack
@@ -113,17 +113,17 @@ def import_errors(stack: AirflowStack) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def late_run(stack: AirflowStack) -> LateRun:
+def late_run(stack: AirflowStack) -> FinishedRun:
     run_id = stack.trigger(DAG_ID, conf=LATE.conf, logical_date=LATE.business_date)
     assert stack.wait_for_run(DAG_ID, run_id, timeout=300) == "success"
-    return LateRun(stack, run_id)
+    return FinishedRun(stack, run_id)
 
 
 @pytest.fixture(scope="module")
-def gate_run(stack: AirflowStack) -> LateRun:
+def gate_run(stack: AirflowStack) -> FinishedRun:
     run_id = stack.trigger(GATE_DAG_ID, conf={}, logical_date="2026-12-03")
     assert stack.wait_for_run(GATE_DAG_ID, run_id, timeout=300) == "success"
-    return LateRun(stack, run_id, GATE_DAG_ID)
+    return FinishedRun(stack, run_id, GATE_DAG_ID)
 
 
 def token(stack: AirflowStack, user: tuple[str, str]) -> str:
@@ -182,7 +182,7 @@ def test_airflow_lists_the_plugin_with_its_tabs(stack: AirflowStack) -> None:
 
 
 @pytest.mark.requires_airflow_3_3
-def test_the_view_needs_a_user_who_may_read_the_dag(late_run: LateRun) -> None:
+def test_the_view_needs_a_user_who_may_read_the_dag(late_run: FinishedRun) -> None:
     stack = late_run.stack
     addresses = [
         late_run.view(),
@@ -211,7 +211,7 @@ def test_the_view_needs_a_user_who_may_read_the_dag(late_run: LateRun) -> None:
 
 
 @pytest.mark.requires_airflow_3_3
-def test_run_view_shows_every_decision_of_the_run(late_run: LateRun) -> None:
+def test_run_view_shows_every_decision_of_the_run(late_run: FinishedRun) -> None:
     page = get(late_run.view(), bearer=token(late_run.stack, ADMIN))
     assert page.status == 200
     for task_id, decisions in evidence(late_run.stack, late_run.run_id).items():
@@ -223,7 +223,9 @@ def test_run_view_shows_every_decision_of_the_run(late_run: LateRun) -> None:
 
 
 @pytest.mark.requires_airflow_3_3
-def test_downloaded_fixture_replays_to_the_stored_result(late_run: LateRun, tmp_path: Path) -> None:
+def test_downloaded_fixture_replays_to_the_stored_result(
+    late_run: FinishedRun, tmp_path: Path
+) -> None:
     stored = evidence(late_run.stack, late_run.run_id)[REFUSED][0]
     answer = get(
         late_run.view(REFUSED, "/fixtures/policy-0.json"), bearer=token(late_run.stack, ADMIN)
@@ -247,7 +249,7 @@ def test_downloaded_fixture_replays_to_the_stored_result(late_run: LateRun, tmp_
     assert "deadline-infeasible" in explained.stdout
 
 
-def test_gate_and_sensor_link_to_their_tab(gate_run: LateRun) -> None:
+def test_gate_and_sensor_link_to_their_tab(gate_run: FinishedRun) -> None:
     run = f"/dags/{GATE_DAG_ID}/dagRuns/{gate_run.run_id}"
     for task_id in ("retry_gate", "load_retry_window"):
         links = gate_run.stack.api("GET", f"/api/v2{run}/taskInstances/{task_id}/links")
@@ -257,7 +259,7 @@ def test_gate_and_sensor_link_to_their_tab(gate_run: LateRun) -> None:
         )
 
 
-def test_the_gate_and_the_sensor_decided_on_the_scheduler(gate_run: LateRun) -> None:
+def test_the_gate_and_the_sensor_decided_on_the_scheduler(gate_run: FinishedRun) -> None:
     states = gate_run.stack.task_states(GATE_DAG_ID, gate_run.run_id)
     assert states == {
         "extract_positions": ("success", 1),
@@ -287,7 +289,7 @@ def decisions(record: dict[str, Any]) -> dict[str, str]:
     return {row["taskId"]: row["decision"] for row in record["decisions"]}
 
 
-def task_log(run: LateRun, task_id: str) -> str:
+def task_log(run: FinishedRun, task_id: str) -> str:
     """The log of a task's first try, as the worker wrote it under the Airflow home."""
     folder = run.stack.home / "logs" / f"dag_id={run.dag_id}" / f"run_id={run.run_id}"
     (path,) = (folder / f"task_id={task_id}").glob("attempt=1*.log")
@@ -295,7 +297,7 @@ def task_log(run: LateRun, task_id: str) -> str:
 
 
 def test_the_view_shows_the_gate_and_sensor_records_to_who_may_read_them(
-    gate_run: LateRun,
+    gate_run: FinishedRun,
 ) -> None:
     stack = gate_run.stack
     outsider, admin = token(stack, OUTSIDER), token(stack, ADMIN)
@@ -317,7 +319,7 @@ def test_the_view_shows_the_gate_and_sensor_records_to_who_may_read_them(
     assert "deadline-infeasible" in task.body
 
 
-def test_a_gate_fixture_downloads_and_replays(gate_run: LateRun, tmp_path: Path) -> None:
+def test_a_gate_fixture_downloads_and_replays(gate_run: FinishedRun, tmp_path: Path) -> None:
     stored = gate_run.record("retry_gate")["fixtures"][0]
     answer = get(
         gate_run.view("retry_gate", "/fixtures/record-0.json"), bearer=token(gate_run.stack, ADMIN)
@@ -333,7 +335,7 @@ def test_a_gate_fixture_downloads_and_replays(gate_run: LateRun, tmp_path: Path)
     assert json.loads(evaluated.stdout) == stored["result"]
 
 
-def test_the_notifier_tells_the_gate_decisions_in_the_task_log(gate_run: LateRun) -> None:
+def test_the_notifier_tells_the_gate_decisions_in_the_task_log(gate_run: FinishedRun) -> None:
     logged = task_log(gate_run, "retry_gate")
     assert "Retry window notification: [retry window]" in logged
     assert "deadline-infeasible" in logged
@@ -342,7 +344,7 @@ def test_the_notifier_tells_the_gate_decisions_in_the_task_log(gate_run: LateRun
 @pytest.mark.requires_airflow_3_3
 @pytest.mark.skipif(not browser.installed(), reason="needs Debian's chromium and chromium-driver")
 def test_refused_task_shows_its_decision_and_timeline_in_a_browser(
-    late_run: LateRun, tmp_path: Path
+    late_run: FinishedRun, tmp_path: Path
 ) -> None:
     stack = late_run.stack
     task_page = f"{stack.url}/dags/{DAG_ID}/runs/{late_run.run_id}/tasks/{REFUSED}"
