@@ -38,7 +38,10 @@ from devstack.stack import ROOT, AirflowStack, sqlite_stack
 
 PARSE = """
 import json, os, sys
-from airflow.dag_processing.dagbag import DagBag
+try:
+    from airflow.dag_processing.dagbag import DagBag
+except ImportError:  # Airflow 3.1 keeps it with the models
+    from airflow.models.dagbag import DagBag
 from airflow_retrywindow import check_dag
 bag = DagBag(dag_folder={folder!r})
 for dag in bag.dags.values():
