@@ -9,7 +9,7 @@ decision is a record in the deciding task's XCom, which the "Retry window" view 
   waits out its 40 s backoff in the triggerer, then lets ``retry_load`` run;
 * ``archive`` runs out of attempts; ``transform`` would take seven hours, more than the
   six left to the deadline;
-* ``retry_gate``, once the sensor is done, publishes the decision table for the run and
+* ``retry_gate``, once ``retry_load`` ran, publishes the decision table for the run and
   short-circuits ``rerun_everything``: the request to "just re-run everything". Its
   ``RetryWindowNotifier`` writes the table's summary to the task log.
 
@@ -113,7 +113,7 @@ with DAG(
     def rerun_everything() -> str:
         return "never: archive has no attempt left"
 
-    extracted, loaded = extract_positions(), load()
-    extracted >> loaded >> load_retry_window >> retry_load()
-    # after the sensor: load's backoff is over when the gate decides
-    [load_retry_window, archive(), transform()] >> retry_gate >> rerun_everything()
+    retried = retry_load()
+    extract_positions() >> load() >> load_retry_window >> retried
+    # after the retry the sensor let through: load's backoff is over when the gate decides
+    [retried, archive(), transform()] >> retry_gate >> rerun_everything()
