@@ -375,7 +375,7 @@ def check() -> None:
 
 
 def _raw(option: str) -> str:
-    from airflow.sdk import conf
+    from airflow_retrywindow.version_compat import conf
 
     default = OPTIONS[option]["default"]
     return str(conf.get(SECTION, option, fallback=default)).strip()
@@ -524,13 +524,13 @@ def _wait_or_airflows(option: str, airflows: str) -> float:
 
 
 def _workers_int(option: str) -> int:
-    from airflow.sdk import conf
+    from airflow_retrywindow.version_compat import conf
 
     return max(1, conf.getint("workers", option))
 
 
 def _workers_float(option: str) -> float:
-    from airflow.sdk import conf
+    from airflow_retrywindow.version_compat import conf
 
     return conf.getfloat("workers", option)
 
@@ -544,7 +544,7 @@ def heartbeat_tolerance() -> float:
     after (max_failed_heartbeats - 1) x min_heartbeat_interval seconds, never sooner
     (each failed heartbeat's own retries only make it later).
     """
-    from airflow.sdk import conf
+    from airflow_retrywindow.version_compat import conf
 
     failures = conf.getint("workers", "max_failed_heartbeats")
     interval = conf.getfloat("workers", "min_heartbeat_interval")
@@ -621,7 +621,7 @@ def view_base_url() -> str:
     ``[retry_window] view_base_url``, else ``[api] base_url``, else
     :data:`FALLBACK_BASE_URL`.
     """
-    from airflow.sdk import conf
+    from airflow_retrywindow.version_compat import conf
 
     own = _raw("view_base_url")
     if own:

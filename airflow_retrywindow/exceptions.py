@@ -67,6 +67,11 @@ class UnsupportedRetrySettings(ValueError):
     """The task's retry settings cannot be expressed in the model."""
 
 
+class UnsupportedAirflowVersion(RuntimeError):
+    """The installed Airflow lacks what was asked for: a ``RetryWindowPolicy`` needs
+    Airflow 3.3's retry policies. The message names the version and what to use instead."""
+
+
 class InvalidAttemptLimit(ValueError):
     """A retry budget or delay that cannot be used, with the setting and value named."""
 

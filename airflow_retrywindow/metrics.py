@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -398,7 +397,11 @@ def send(metrics: Iterable[Metric]) -> None:
 
     :raises Exception: whatever the metrics backend raises; callers use the safe senders.
     """
-    stats = _airflow_stats()
+    try:
+        from airflow_retrywindow.version_compat import airflow_stats
+    except ImportError:  # no Airflow here
+        return
+    stats = airflow_stats()
     if stats is None:
         return
     for metric in metrics:
@@ -425,25 +428,3 @@ def _task_of(context: Mapping[str, Any] | None) -> dict[str, str]:
     if ti is not None:
         return {"dag_id": str(ti.dag_id), "task_id": str(ti.task_id)}
     return {"dag_id": str(context["dag"].dag_id), "task_id": str(context["task"].task_id)}
-
-
-def _airflow_stats() -> Any:
-    """Airflow's ``Stats`` for code running in a task, or ``None`` outside Airflow.
-
-    Airflow 3.3 initializes ``airflow.sdk.observability.stats`` in the task runner
-    from the ``[metrics]`` settings; older releases only had ``airflow.stats``.
-    """
-    try:
-        from airflow.sdk.observability import stats
-    except ImportError:
-        pass
-    else:
-        return stats
-    try:
-        with warnings.catch_warnings():
-            # deprecated in 3.3 in favour of the import above, which was tried first
-            warnings.simplefilter("ignore")
-            from airflow.stats import Stats
-    except ImportError:
-        return None
-    return Stats

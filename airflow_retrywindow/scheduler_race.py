@@ -96,15 +96,3 @@ def open_issues(airflow_version: str) -> tuple[RaceIssue, ...]:
 def race_open(airflow_version: str) -> bool:
     """Whether the scheduler of ``airflow_version`` can fail a try that handed itself back."""
     return bool(open_issues(airflow_version))
-
-
-def installed_airflow_version() -> str:
-    """The Airflow installed here: the worker's, as the scheduler's version is not at hand."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    for distribution in ("apache-airflow-core", "apache-airflow"):
-        try:
-            return version(distribution)
-        except PackageNotFoundError:
-            continue
-    return ""

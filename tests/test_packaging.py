@@ -61,10 +61,15 @@ def declared() -> dict[str, Requirement]:
     return {canonicalize_name(requirement.name): requirement for requirement in requirements}
 
 
-def pins(name: str) -> list[Version]:
-    """Every version constraints.txt pins ``name`` to, whatever the marker."""
+#: the pinned sets of the tested Airflow minors: 3.3 (constraints.txt), 3.1 and 3.2
+CONSTRAINT_FILES = ("constraints.txt", "constraints-3.1.txt", "constraints-3.2.txt")
+
+
+def pins(name: str, files: tuple[str, ...] = CONSTRAINT_FILES) -> list[Version]:
+    """Every version the constraints files pin ``name`` to, whatever the marker."""
     found = []
-    for raw in (ROOT / "constraints.txt").read_text().splitlines():
+    lines = [line for file in files for line in (ROOT / file).read_text().splitlines()]
+    for raw in lines:
         line = raw.partition("#")[0].strip()
         if line:
             requirement = Requirement(line)
@@ -299,18 +304,26 @@ def test_every_imported_distribution_is_declared() -> None:
 def test_the_declared_range_starts_at_the_lowest_tested_pin(name: str) -> None:
     specifier: SpecifierSet = declared()[canonicalize_name(name)].specifier
     tested = pins(name)
-    assert tested, f"constraints.txt pins no {name}"
+    assert tested, f"no constraints file pins {name}"
     assert all(version in specifier for version in tested)
     (lower,) = [spec for spec in specifier if spec.operator == ">="]
     assert Version(lower.version) == min(tested)
     assert [spec for spec in specifier if spec.operator == "<"], f"{name} has no upper bound"
 
 
-def test_airflow_is_admitted_only_in_the_tested_minor_release() -> None:
-    (pinned,) = pins("apache-airflow")
+def test_airflow_is_admitted_only_in_the_tested_minor_releases() -> None:
+    tested = {file: pins("apache-airflow", (file,)) for file in CONSTRAINT_FILES}
+    # one Airflow a file, its minor the one the file is named for (constraints.txt: the newest)
+    assert {file: [f"{v.major}.{v.minor}" for v in found] for file, found in tested.items()} == {
+        "constraints.txt": ["3.3"],
+        "constraints-3.1.txt": ["3.1"],
+        "constraints-3.2.txt": ["3.2"],
+    }
+    newest = max(version for found in tested.values() for version in found)
     specifier = declared()["apache-airflow"].specifier
-    assert Version(f"{pinned.major}.{pinned.minor + 1}.0") not in specifier
-    assert Version(f"{pinned.major}.{pinned.minor}.{pinned.micro + 1}") in specifier
+    assert Version(f"{newest.major}.{newest.minor + 1}.0") not in specifier
+    assert Version(f"{newest.major}.{newest.minor}.{newest.micro + 1}") in specifier
+    assert all(Version(f"3.{minor}.0") in specifier for minor in (2, 3))
 
 
 def test_development_tools_are_dependency_groups_not_extras() -> None:

@@ -67,7 +67,7 @@ def defer_again(context: Mapping[str, Any], hold: Hold, cause: str) -> None:
     :param hold: the hold the probe came from, its round marked probed.
     :param cause: the probe's failure, safe to store.
     """
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_retrywindow.version_compat import TaskDeferred
 
     reason = (
         f"{DEPENDENCY_HELD}: the probe of pool {hold.pool} failed ({cause}); the try is held "

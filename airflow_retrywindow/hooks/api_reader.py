@@ -428,6 +428,8 @@ class AirflowApi:
         """The XCom keys starting with ``key_prefix`` of every task of one run, paged."""
         from airflow_client.client import XComApi
 
+        from airflow_retrywindow.version_compat import xcom_key_filter
+
         api = XComApi(self._client())
 
         def page(offset: int) -> tuple[list[Any], int]:
@@ -435,11 +437,10 @@ class AirflowApi:
                 dag_id=dag_id,
                 dag_run_id=run_id,
                 task_id="~",
-                xcom_key_prefix_pattern=key_prefix,
                 limit=self.page_size,
                 offset=offset,
-                order_by=["task_id", "key"],
                 _request_timeout=self.timeout,
+                **xcom_key_filter(key_prefix),
             )
             return list(answer.xcom_entries), int(answer.total_entries or 0)
 

@@ -260,7 +260,7 @@ class RetryWindowMixin(_Operator):
         if int(getattr(ti, "map_index", -1)) < 0:
             self.skip(ti=ti, tasks=tasks)  # type: ignore[attr-defined]
             return
-        from airflow.sdk.exceptions import AirflowSkipException
+        from airflow_retrywindow.version_compat import AirflowSkipException
 
         names = ", ".join(task.task_id for task in tasks)
         raise AirflowSkipException(

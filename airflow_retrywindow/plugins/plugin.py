@@ -1,6 +1,6 @@
 """The Airflow plugin that serves the Retry window view and adds its UI tabs.
 
-Airflow 3.3 finds it through the ``airflow.plugins`` entry point of this
+Airflow finds it through the ``airflow.plugins`` entry point of this
 package (``airflow plugins`` lists it as ``retry_window``). The API server
 mounts the view under :data:`~airflow_retrywindow.links.addresses.MOUNT`; the
 UI shows it as a "Retry window" tab on every task instance and every DAG run.
@@ -12,6 +12,7 @@ imported only when the API server asks for them.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from airflow.configuration import conf
@@ -25,6 +26,8 @@ from airflow_retrywindow.links.addresses import (
     TASK_VIEW_HREF,
     under_base,
 )
+
+log = logging.getLogger(__name__)
 
 TAB_NAME = "Retry window"
 BASE_URL = conf.get("api", "base_url", fallback="/")
@@ -52,7 +55,16 @@ class RetryWindowPlugin(AirflowPlugin):
 
     @property
     def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]
-        """The view's application, built on first use (only the API server uses it)."""
-        from airflow_retrywindow.plugins.app import view_app
+        """The view's application, built on first use (only the API server uses it).
 
-        return [{"app": view_app(), "url_prefix": MOUNT, "name": "Retry window view"}]
+        The API server reads this with no error handling when it starts: a view that
+        cannot be built is logged and left out, so the server starts without it.
+        """
+        try:
+            from airflow_retrywindow.plugins.app import view_app
+
+            app = view_app()
+        except Exception:
+            log.exception("The Retry window view could not be built; it is not served")
+            return []
+        return [{"app": app, "url_prefix": MOUNT, "name": "Retry window view"}]

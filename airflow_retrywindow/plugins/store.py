@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.models.dagrun import DagRun
 from airflow.models.pool import Pool
 from airflow.models.serialized_dag import SerializedDagModel
-from airflow.models.task_state_store import TaskStateStoreModel
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
 from sqlalchemy import select
@@ -39,6 +38,7 @@ from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.records.decision_record import is_decision_record
 from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
+from airflow_retrywindow.version_compat import task_state_store_model
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -172,30 +172,25 @@ class RunStore:
         :param task_id: one task instance's task id, or ``None`` for the whole run.
         :param map_index: its map index (with ``task_id``).
         """
-        rows = self.session.execute(
-            self._scoped(
-                select(
-                    TaskStateStoreModel.task_id,
-                    TaskStateStoreModel.map_index,
-                    TaskStateStoreModel.value,
-                ).where(
-                    TaskStateStoreModel.dag_id == self.dag_id,
-                    TaskStateStoreModel.run_id == self.run_id,
-                    TaskStateStoreModel.key == key,
-                ),
-                TaskStateStoreModel,
-                task_id,
-                map_index,
-            )
-        ).all()
         found = {
             (row.task_id, row.map_index): Stored(row.task_id, row.map_index, _json(row.value))
-            for row in rows
+            for row in self._state_store_rows(key, task_id, map_index)
         }
         # the XCom holds only the latest value: read it where the store holds nothing
         for stored in self._xcoms(key, task_id, map_index, skip=frozenset(found)):
             found.setdefault((stored.task_id, stored.map_index), stored)
         return [found[place] for place in sorted(found)]
+
+    def _state_store_rows(self, key: str, task_id: str | None, map_index: int) -> list[Any]:
+        """The task state store's rows of ``key``: none before Airflow 3.3, which has no task
+        state store (nor the policy that writes there); the gates' records are in XCom."""
+        model = task_state_store_model()
+        if model is None:
+            return []
+        statement = select(model.task_id, model.map_index, model.value).where(
+            model.dag_id == self.dag_id, model.run_id == self.run_id, model.key == key
+        )
+        return list(self.session.execute(self._scoped(statement, model, task_id, map_index)).all())
 
     def _xcoms(
         self,

@@ -92,7 +92,8 @@ def dependency_problem(task: Any) -> str | None:
 def connection_exists(conn_id: str) -> bool | None:
     """Whether Airflow knows the connection ``conn_id``; ``None`` when it cannot tell."""
     from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from airflow_retrywindow.version_compat import AirflowNotFoundException
 
     try:
         BaseHook.get_connection(conn_id)

@@ -35,9 +35,9 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import RetryDecision, RetryPolicy
 
-from airflow_retrywindow import configuration, metrics
+from airflow_retrywindow import configuration, metrics, version_compat
+from airflow_retrywindow.exceptions import UnsupportedAirflowVersion
 from airflow_retrywindow.model import Decision, Fixture, TaskDecision, TaskState, decide
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
 from airflow_retrywindow.policies.classify import (
@@ -79,6 +79,7 @@ from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_del
 from airflow_retrywindow.timing.skew import decide_at_both_ends, strictest
 from airflow_retrywindow.timing.time_limit import TimeLimit
 from airflow_retrywindow.timing.work import Work
+from airflow_retrywindow.version_compat import RetryDecision, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +230,7 @@ class RetryWindowPolicy(RetryPolicy):
         classify: RetryPolicy | None = None,
         classify_timeout: timedelta | float = DEFAULT_CLASSIFY_TIMEOUT,
     ) -> None:
+        refuse_before_retry_policies()
         self.deadline = Deadline.coerce(deadline)
         self.jitter = Jitter(jitter)
         self.work = Work(
@@ -660,6 +662,25 @@ class RetryWindowPolicy(RetryPolicy):
                 else {}
             ),
         }
+
+
+def refuse_before_retry_policies() -> None:
+    """Refuse a ``RetryWindowPolicy`` on an Airflow that has no retry policies (before 3.3).
+
+    Airflow before 3.3 has no ``retry_policy`` argument, so the policy would gate
+    nothing; the DAG processor records this error as the DAG file's import error.
+
+    :raises UnsupportedAirflowVersion: naming the Airflow installed and what to use instead.
+    """
+    missing = version_compat.missing_retry_policies()
+    if missing is None:
+        return
+    raise UnsupportedAirflowVersion(
+        f"RetryWindowPolicy cannot gate retries here: {missing}. Gate the retry with a "
+        "RetryWindowGateOperator or a RetryWindowSensor in front of the task instead, "
+        "giving it the estimate as work=Work(duration=..., validation=..., safe_repeat=...), "
+        "or upgrade Airflow to 3.3 or later"
+    )
 
 
 def _airflow_decision(decided: TaskDecision, text: str, job: JobRead | None) -> RetryDecision:

@@ -79,7 +79,7 @@ class RetryStartCheck:
         held_try.install(context["task"])
         verdict = self.verdict(context)
         if verdict is not None and verdict.action == DEFER:
-            from airflow.sdk.exceptions import TaskDeferred
+            from airflow_retrywindow.version_compat import TaskDeferred
 
             # the same try waits in the triggerer, holding no worker; resumed, it is
             # decided again here before anything of the task runs
@@ -90,13 +90,13 @@ class RetryStartCheck:
                 timeout=hold.timeout(pendulum.now("UTC")),
             )
         if verdict is not None and verdict.action == RESCHEDULE:
-            from airflow.sdk.exceptions import AirflowRescheduleException
+            from airflow_retrywindow.version_compat import AirflowRescheduleException
 
             # the same try starts again at the end of the model's backoff
             raise AirflowRescheduleException(verdict.start_at)  # type: ignore[no-untyped-call]
         if verdict is not None and verdict.action == REFUSE:
             metrics.retry_start_refused(context)
-            from airflow.sdk.exceptions import AirflowFailException
+            from airflow_retrywindow.version_compat import AirflowFailException
 
             # fails the try at once, without the retry policy and without retries
             raise AirflowFailException(verdict.reason)

@@ -173,7 +173,7 @@ def execution_api_url(*, in_task_run: bool) -> str | None:
 
     :param in_task_run: whether a task runner's supervisor is running this task.
     """
-    from airflow.sdk import conf
+    from airflow_retrywindow.version_compat import conf
 
     explicit = conf.get("core", "execution_api_server_url", fallback=None)
     if explicit:
@@ -201,7 +201,7 @@ def _in_process(comms: Any) -> bool:
 
 
 def _tls() -> ssl.SSLContext:
-    from airflow.sdk import conf
+    from airflow_retrywindow.version_compat import conf
 
     context = ssl.create_default_context(cafile=conf.get("api", "ssl_ca_file", fallback=None))
     extra = conf.get("api", "ssl_cert", fallback=None)
@@ -211,7 +211,7 @@ def _tls() -> ssl.SSLContext:
 
 
 def _client_cert() -> tuple[str, str] | None:
-    from airflow.sdk import conf
+    from airflow_retrywindow.version_compat import conf
 
     cert = conf.get("api", "client_ssl_cert", fallback=None)
     key = conf.get("api", "client_ssl_key", fallback=None)

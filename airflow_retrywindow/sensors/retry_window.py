@@ -12,9 +12,8 @@ from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.bases.sensor import PokeReturnValue
-from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
-from airflow_retrywindow import configuration, metrics, scheduler_race
+from airflow_retrywindow import configuration, metrics, scheduler_race, version_compat
 from airflow_retrywindow.gate.decide import WAIT_BACKOFF
 from airflow_retrywindow.gate.estimates import GivenEstimate, estimate_problems
 from airflow_retrywindow.gate.run import GateDecision
@@ -29,6 +28,7 @@ from airflow_retrywindow.operators.retry_window_mixin import RetryWindowMixin
 from airflow_retrywindow.records.decision_record import timed_out
 from airflow_retrywindow.redaction import safe_json
 from airflow_retrywindow.timing.work import EstimateOverride, Work
+from airflow_retrywindow.version_compat import AirflowSensorTimeout, AirflowSkipException
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -48,9 +48,7 @@ def short_wait(airflow_version: str | None = None) -> timedelta:
 
     :param airflow_version: the Airflow to judge (default: the one installed here).
     """
-    version = (
-        scheduler_race.installed_airflow_version() if airflow_version is None else airflow_version
-    )
+    version = version_compat.installed_version() if airflow_version is None else airflow_version
     if not scheduler_race.race_open(version):
         return timedelta(0)
     return timedelta(seconds=configuration.sensor_short_wait())

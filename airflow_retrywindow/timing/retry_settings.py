@@ -170,11 +170,11 @@ def airflow_delay_cap() -> int:
     """The installed Airflow's cap on any retry delay, in whole seconds.
 
     Airflow applies ``[core] max_task_retry_delay`` when a task sets no
-    ``max_retry_delay``; it is read from the Task SDK's public configuration,
-    with Airflow's own fallback. Without Airflow the documented default stands in.
+    ``max_retry_delay``; it is read from Airflow's configuration (the Task SDK's
+    from 3.2), with Airflow's own fallback. Without Airflow the documented default stands in.
     """
     try:
-        from airflow.sdk import conf
+        from airflow_retrywindow.version_compat import conf
     except ImportError:
         return AIRFLOW_DELAY_CAP
     return conf.getint("core", "max_task_retry_delay", fallback=AIRFLOW_DELAY_CAP)

@@ -61,10 +61,6 @@ def test_a_version_is_read_by_its_release_numbers() -> None:
     assert parse_version("3.3.10") > parse_version("3.3.9")  # type: ignore[operator]
 
 
-def test_the_installed_airflow_is_read() -> None:
-    assert scheduler_race.installed_airflow_version() == "3.3.2"
-
-
 def test_the_sensor_sleeps_short_waits_only_where_the_race_is_open(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1,0 +1,233 @@
+"""The one version module, and every module of the package on the Airflow installed here.
+
+These tests run on whichever Airflow the virtualenv holds (3.1, 3.2 or 3.3): the
+package's modules are imported in a fresh interpreter, and every name the package
+imports from Airflow or its client, in any function, is looked up there.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_retrywindow import version_compat
+from tests.package.test_import_cycles import PACKAGE
+
+ROOT = PACKAGE.parent
+#: modules allowed to fail to import before Airflow 3.3: none, the view and the policy included
+NEED_3_3_TO_IMPORT: frozenset[str] = frozenset()
+#: modules whose imports inside functions need Airflow 3.3: each runs them only for a
+#: RetryWindowPolicy (its classifier, its chain, a resumable job's status), which cannot
+#: be built before 3.3
+NEED_3_3_TO_USE = frozenset(
+    {
+        "airflow_retrywindow/policies/classify.py",
+        "airflow_retrywindow/policies/composition.py",
+        "airflow_retrywindow/policies/reconcile.py",
+    }
+)
+
+SWEEP = """
+import importlib, json, pkgutil, sys
+import airflow_retrywindow
+
+failed = {}
+modules = pkgutil.walk_packages(airflow_retrywindow.__path__, "airflow_retrywindow.")
+for module in modules if sys.argv[2] == "modules" else ():
+    try:
+        importlib.import_module(module.name)
+    except BaseException as error:
+        failed[module.name] = f"{type(error).__name__}: {error}"
+
+missing = {}
+for name, where in json.loads(sys.argv[1]):
+    module, _, attribute = name.rpartition(".")
+    try:
+        found = importlib.import_module(module)
+        if not hasattr(found, attribute):
+            importlib.import_module(name)
+    except BaseException as error:
+        missing.setdefault(name, []).append(where)
+print(json.dumps({"failed": failed, "missing": missing}))
+"""
+
+
+def _type_checking_only(tree: ast.Module) -> set[ast.AST]:
+    """The nodes inside ``if TYPE_CHECKING:`` blocks, which only mypy reads (on 3.3)."""
+    skipped: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for inner in node.body:
+                skipped.update(ast.walk(inner))
+    return skipped
+
+
+def airflow_names() -> list[tuple[str, str]]:
+    """Every ``from airflow... import name`` of the package outside ``version_compat``, with
+    where it is; imports for the type checker only are left out."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        if path.name == "version_compat.py" or where in NEED_3_3_TO_USE:
+            continue
+        tree = ast.parse(path.read_text())
+        skipped = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if node in skipped or not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            if node.module.split(".")[0] in ("airflow", "airflow_client"):
+                found.extend(
+                    (f"{node.module}.{alias.name}", f"{where}:{node.lineno}")
+                    for alias in node.names
+                )
+    return found
+
+
+def run_script(script: str, *args: str) -> dict[str, Any]:
+    """The JSON a script prints last, run by a fresh interpreter of this virtualenv."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.fixture(scope="module")
+def sweep() -> dict[str, Any]:
+    """What a fresh interpreter of this virtualenv could not import."""
+    return run_script(SWEEP, json.dumps(airflow_names()), "modules")
+
+
+def test_every_module_imports_on_this_airflow(sweep: dict[str, Any]) -> None:
+    allowed = set() if version_compat.AIRFLOW_V_3_3_PLUS else NEED_3_3_TO_IMPORT
+    failed = {name: error for name, error in sweep["failed"].items() if name not in allowed}
+    assert failed == {}, f"on Airflow {version_compat.installed_version()}"
+
+
+def test_every_airflow_name_the_package_imports_exists_here(sweep: dict[str, Any]) -> None:
+    # a name Airflow moved between minors belongs in version_compat, newest first
+    assert sweep["missing"] == {}, f"on Airflow {version_compat.installed_version()}"
+
+
+def test_the_sweep_finds_a_name_airflow_does_not_have() -> None:
+    names = json.dumps([("airflow.sdk.NoSuchName", "here.py:1")])
+    assert run_script(SWEEP, names, "names")["missing"] == {"airflow.sdk.NoSuchName": ["here.py:1"]}
+
+
+def test_the_installed_airflow_is_read_from_its_metadata() -> None:
+    import airflow
+
+    installed = version_compat.installed_version()
+    assert installed == importlib.metadata.version("apache-airflow-core") == airflow.__version__
+    release = version_compat.release_of(installed)
+    assert version_compat.AIRFLOW_V_3_2_PLUS is (release >= (3, 2, 0))
+    assert version_compat.AIRFLOW_V_3_3_PLUS is (release >= (3, 3, 0))
+    assert (version_compat.missing_retry_policies() is None) is version_compat.AIRFLOW_V_3_3_PLUS
+
+
+@pytest.mark.parametrize(
+    ("text", "release"),
+    [
+        ("3.1.8", (3, 1, 8)),
+        ("3.2.2", (3, 2, 2)),
+        ("3.3", (3, 3, 0)),
+        # a pre-release or a development build counts as its release
+        ("3.3.0rc1", (3, 3, 0)),
+        ("3.4.0.dev0+local", (3, 4, 0)),
+        ("3.3.10", (3, 3, 10)),
+        ("", (0, 0, 0)),
+        ("not a version", (0, 0, 0)),
+    ],
+)
+def test_a_version_is_read_by_its_release_numbers(text: str, release: tuple[int, ...]) -> None:
+    assert version_compat.release_of(text) == release
+
+
+@pytest.mark.parametrize(
+    ("installed", "missing"),
+    [
+        ("3.1.8", "retry policies arrived in Airflow 3.3 (AIP-105); this Airflow is 3.1.8"),
+        ("3.2.2", "retry policies arrived in Airflow 3.3 (AIP-105); this Airflow is 3.2.2"),
+        ("", "retry policies arrived in Airflow 3.3 (AIP-105); this Airflow is not installed"),
+        ("3.3.0rc1", None),
+        ("3.3.2", None),
+        ("3.4.0", None),
+    ],
+)
+def test_retry_policies_are_missing_before_3_3(
+    monkeypatch: pytest.MonkeyPatch, installed: str, missing: str | None
+) -> None:
+    monkeypatch.setattr(version_compat, "installed_version", lambda: installed)
+    assert version_compat.missing_retry_policies() == missing
+
+
+def _caught_by_the_task_runner(name: str) -> list[type]:
+    """The classes named ``name`` that the installed task runner imports to catch."""
+    from airflow.sdk.execution_time import task_runner
+
+    tree = ast.parse(Path(task_runner.__file__).read_text())
+    modules = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and any(alias.name == name for alias in node.names)
+    }
+    return [getattr(importlib.import_module(module), name) for module in sorted(modules)]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "AirflowFailException",
+        "AirflowRescheduleException",
+        "AirflowSensorTimeout",
+        "AirflowSkipException",
+        "TaskDeferred",
+    ],
+)
+def test_the_exceptions_raised_are_those_the_task_runner_catches(name: str) -> None:
+    caught = _caught_by_the_task_runner(name)
+    assert caught, f"the task runner of Airflow {version_compat.installed_version()} has no {name}"
+    assert all(cls is getattr(version_compat, name) for cls in caught)
+
+
+def test_the_configuration_is_airflows() -> None:
+    # Airflow's own default, read through the configuration of this minor
+    assert version_compat.conf.getint("core", "max_task_retry_delay") == 86400
+
+
+def test_the_task_state_store_is_read_only_where_airflow_has_one() -> None:
+    model = version_compat.task_state_store_model()
+    assert (model is not None) is version_compat.AIRFLOW_V_3_3_PLUS
+    if model is not None:
+        assert model.__tablename__ == "task_state_store"
+
+
+def test_only_the_version_module_reads_the_version() -> None:
+    readers = sorted(
+        str(path.relative_to(ROOT))
+        for path in PACKAGE.rglob("*.py")
+        if any(
+            word in path.read_text()
+            for word in (
+                '"apache-airflow-core"',
+                "from airflow import __version__",
+                "airflow.__version__",
+            )
+        )
+    )
+    assert readers == ["airflow_retrywindow/version_compat.py"]
