@@ -174,8 +174,8 @@ def _work_of(
         if given is None:
             problem = (
                 f"{named}: task {task_id!r} has no RetryWindowPolicy to take its estimate "
-                f"from; give {named}=Work(duration=..., validation=..., safe_repeat=...), or "
-                "add retry_policy=RetryWindowPolicy(...) to the task"
+                f"from; give {named}=Work(duration=..., validation=..., safe_repeat=...), or, "
+                "on Airflow 3.3 and later, add retry_policy=RetryWindowPolicy(...) to the task"
             )
         else:
             problem = (

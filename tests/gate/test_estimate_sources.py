@@ -285,8 +285,8 @@ def test_the_sensor_names_its_own_arguments() -> None:
     assert [problem.split(":")[1] for problem in problems] == [" duration", " validation"]
     assert _sensor(_dag(), target="plain").retry_window_problems() == [
         "work: task 'plain' has no RetryWindowPolicy to take its estimate from; give "
-        "work=Work(duration=..., validation=..., safe_repeat=...), or add "
-        "retry_policy=RetryWindowPolicy(...) to the task",
+        "work=Work(duration=..., validation=..., safe_repeat=...), or, on "
+        "Airflow 3.3 and later, add retry_policy=RetryWindowPolicy(...) to the task",
         "deadline: the sensor has none, and no target has a RetryWindowPolicy to take it from; "
         "pass deadline=...",
     ]
@@ -296,8 +296,8 @@ def test_a_target_without_a_policy_needs_a_work() -> None:
     dag = _dag()
     assert _gate(dag, targets=["load", "plain"]).retry_window_problems() == [
         "targets['plain']: task 'plain' has no RetryWindowPolicy to take its estimate from; "
-        "give targets['plain']=Work(duration=..., validation=..., safe_repeat=...), or add "
-        "retry_policy=RetryWindowPolicy(...) to the task"
+        "give targets['plain']=Work(duration=..., validation=..., safe_repeat=...), or, on "
+        "Airflow 3.3 and later, add retry_policy=RetryWindowPolicy(...) to the task"
     ]
     override = Work.override(reason="INC-42", safe_repeat=False)
     assert _gate(dag, targets={"plain": override}, deadline=SIX).retry_window_problems() == [
@@ -336,8 +336,8 @@ def test_every_bad_target_is_named_once() -> None:
         "target 'laod' is not a task of DAG 'rw_gate_estimates'; a gate decides about tasks of "
         "its own DAG run (check the task id, including its task group prefix)",
         "targets['plain']: task 'plain' has no RetryWindowPolicy to take its estimate from; "
-        "give targets['plain']=Work(duration=..., validation=..., safe_repeat=...), or add "
-        "retry_policy=RetryWindowPolicy(...) to the task",
+        "give targets['plain']=Work(duration=..., validation=..., safe_repeat=...), or, on "
+        "Airflow 3.3 and later, add retry_policy=RetryWindowPolicy(...) to the task",
         "deadline: the gate has none, and no target has a RetryWindowPolicy to take it from; "
         "pass deadline=...",
     ]

@@ -67,7 +67,8 @@ def test_the_dag_processor_refuses_misplaced_gates(airflow_db: Path) -> None:
     assert errors["no_estimate.py"].endswith(
         "retry window gate: targets['load']: task 'load' has no RetryWindowPolicy to take its "
         "estimate from; give targets['load']=Work(duration=..., validation=..., "
-        "safe_repeat=...), or add retry_policy=RetryWindowPolicy(...) to the task"
+        "safe_repeat=...), or, on Airflow 3.3 and later, add retry_policy=RetryWindowPolicy(...) "
+        "to the task"
     )
     assert errors["deadline_conflict.py"].endswith(
         "retry window gate: deadline: the gate has none, and its targets' policies give "
