@@ -3,10 +3,11 @@
 One stack (API server, scheduler, DAG processor, triggerer on SQLite) parses ``dags/``
 and runs the gate example once (``retry_window_gate_example``: a gate and a sensor,
 their decisions in XCom, a notifier), on every Airflow the package supports. On
-Airflow 3.3 it also runs the example DAG once on a late day, where the policy, the gate
-and the sensor refuse; before 3.3 the DAG files with a ``RetryWindowPolicy`` are import
-errors that say why, and the gate example runs beside them. The API server uses a real
-auth manager that denies one user both examples (``tests/ui/auth_manager.py``).
+Airflow 3.3 it also runs, at the same time, the example DAG once on a late day, where the
+policy, the gate and the sensor refuse; before 3.3 the DAG files with a
+``RetryWindowPolicy`` are import errors that say why, and the gate example runs beside
+them. The API server uses a real auth manager that denies one user both examples
+(``tests/ui/auth_manager.py``).
 """
 
 from __future__ import annotations
@@ -113,17 +114,29 @@ def import_errors(stack: AirflowStack) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def late_run(stack: AirflowStack) -> FinishedRun:
-    run_id = stack.trigger(DAG_ID, conf=LATE.conf, logical_date=LATE.business_date)
-    assert stack.wait_for_run(DAG_ID, run_id, timeout=300) == "success"
-    return FinishedRun(stack, run_id)
+def runs(stack: AirflowStack, retry_policies: bool) -> dict[str, FinishedRun]:
+    """DAG id -> its finished run: the gate example's, and on Airflow 3.3 the example DAG's
+    late day. Both are triggered at once: each waits mostly for its own backoff."""
+    days = {GATE_DAG_ID: ({}, "2026-12-03")}
+    if retry_policies:
+        days[DAG_ID] = (LATE.conf, LATE.business_date)
+    started = {
+        dag_id: stack.trigger(dag_id, conf=conf, logical_date=date)
+        for dag_id, (conf, date) in days.items()
+    }
+    for dag_id, run_id in started.items():
+        assert stack.wait_for_run(dag_id, run_id, timeout=300) == "success"
+    return {dag_id: FinishedRun(stack, run_id, dag_id) for dag_id, run_id in started.items()}
 
 
 @pytest.fixture(scope="module")
-def gate_run(stack: AirflowStack) -> FinishedRun:
-    run_id = stack.trigger(GATE_DAG_ID, conf={}, logical_date="2026-12-03")
-    assert stack.wait_for_run(GATE_DAG_ID, run_id, timeout=300) == "success"
-    return FinishedRun(stack, run_id, GATE_DAG_ID)
+def late_run(runs: dict[str, FinishedRun]) -> FinishedRun:
+    return runs[DAG_ID]
+
+
+@pytest.fixture(scope="module")
+def gate_run(runs: dict[str, FinishedRun]) -> FinishedRun:
+    return runs[GATE_DAG_ID]
 
 
 def token(stack: AirflowStack, user: tuple[str, str]) -> str:
