@@ -4,7 +4,8 @@ Not part of the provider (the wheel ships ``airflow_retrywindow`` only). Run the
 entry points as modules from the repository root, as the Makefile does:
 
 * ``python -m devstack.demo`` (``make demo``): the example DAG end to end, headless;
-* ``python -m devstack.up`` (``make up``): ``airflow standalone`` with the example DAG;
+* ``python -m devstack.up`` (``make up``, ``make up AIRFLOW=3.1``): ``airflow standalone``
+  with the example DAGs;
 * ``python -m devstack.distributed`` (``make test-distributed``): the example on
   CeleryExecutor, PostgreSQL and Redis.
 
