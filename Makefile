@@ -89,9 +89,9 @@ $(BIN)/uv:
 $(MINOR_STAMP): constraints-$(AIRFLOW).txt pyproject.toml $(PACKAGE_FILES) | $(BIN)/uv
 	@test -n "$(MINOR_PYTHON)" || { echo "AIRFLOW=$(AIRFLOW): make up takes AIRFLOW=3.1 or 3.2"; exit 2; }
 	@echo "==> Airflow $(AIRFLOW) on Python $(MINOR_PYTHON) and the package's wheel, into $(MINOR_VENV)"
+	@test -x $(MINOR_VENV)/bin/python || $(BIN)/uv venv --quiet --python $(MINOR_INTERPRETER) $(MINOR_VENV)
 	@rm -rf $(MINOR_VENV)/dist
 	@$(BIN)/uv build --quiet --wheel --out-dir $(MINOR_VENV)/dist .
-	@test -x $(MINOR_VENV)/bin/python || $(BIN)/uv venv --quiet --python $(MINOR_INTERPRETER) $(MINOR_VENV)
 	@$(BIN)/uv pip install --quiet --python $(MINOR_VENV)/bin/python --reinstall-package airflow-retrywindow \
 		--constraint constraints-$(AIRFLOW).txt $(MINOR_VENV)/dist/*.whl
 	@touch $@
