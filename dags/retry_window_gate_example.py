@@ -8,7 +8,7 @@ decision is a record in the deciding task's XCom, which the "Retry window" view 
 * ``load`` fails with a retryable error. ``load_retry_window``, a deferrable sensor,
   waits out its 40 s backoff in the triggerer, then lets ``retry_load`` run;
 * ``archive`` runs out of attempts; ``transform`` would take seven hours, more than the
-  six left to the deadline;
+  six from the run's trigger to its deadline;
 * ``retry_gate``, once ``retry_load`` ran, publishes the decision table for the run and
   short-circuits ``rerun_everything``: the request to "just re-run everything". Its
   ``RetryWindowNotifier`` writes the table's summary to the task log.
@@ -40,7 +40,18 @@ except ImportError:  # Airflow 3.1 keeps it in airflow.exceptions only
     from airflow.exceptions import AirflowFailException
 
 DAG_ID = "retry_window_gate_example"
-DEADLINE = Deadline.after_data_interval_end(hours=6)
+
+
+def delivery_deadline(context: Any) -> pendulum.DateTime:
+    """Six hours after the run was triggered: a run triggered by hand has no data interval.
+
+    In production it would be a business time such as
+    ``Deadline.daily_at("06:00", tz="Europe/Lisbon")``.
+    """
+    return pendulum.instance(context["dag_run"].run_after).add(hours=6)
+
+
+DEADLINE = Deadline.computed(delivery_deadline)
 QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
 #: load's backoff: what is left of it when the sensor starts, even 30 s late on a busy
 #: machine, is longer than the wait a sensor sleeps in its worker ([retry_window]
@@ -104,7 +115,11 @@ with DAG(
         },
         deadline=DEADLINE,
         guard={"rerun_everything": "archive"},
-        work_unit={"business_date": "{{ ds }}", "destination": "warehouse.fund_positions"},
+        # from run_after: a run triggered without a logical date has no ``ds``
+        work_unit={
+            "business_date": "{{ dag_run.run_after.strftime('%Y-%m-%d') }}",
+            "destination": "warehouse.fund_positions",
+        },
         on_success_callback=RetryWindowNotifier(tell),
         trigger_rule="all_done",
     )
