@@ -128,19 +128,27 @@ class RetryStartCheck:
             permission = (
                 evidence.start_permission(history, try_number) if previous else evidence.DECIDED
             )
+            # a retry meets its pool: resumed from a dependency hold, which is decided
+            # again, or starting (not resumed from the task's own deferral, which passed)
+            checked = previous is not None and (
+                held(context)
+                if permission == evidence.STARTED
+                else permission == evidence.UNDECIDED or not passed(context)
+            )
             # the REST client is imported before the limit starts: importing it is no read
-            load_reader(context, events=permission == evidence.UNDECIDED)
+            load_reader(
+                context,
+                pool=checked,
+                events=previous is not None and permission == evidence.UNDECIDED,
+            )
             limit = TimeLimit.starting_now(
                 configuration.clock_read_limit(),
                 what="the retry-start check",
                 option="clock_read_limit",
             )
             if permission == evidence.STARTED:
-                # resumed: from the task's own deferral, or from a dependency hold, which
-                # is decided again
-                return dependency_verdict(context, limit) if held(context) else None
+                return dependency_verdict(context, limit) if checked else None
             if permission == evidence.DECIDED:
-                checked = previous is not None and not passed(context)
                 found = dependency_verdict(context, limit) if checked else None
                 if found is not None:
                     return found
@@ -154,7 +162,7 @@ class RetryStartCheck:
             if verdict.action in (REFUSE, RESCHEDULE):
                 return verdict
             # an undecided retry the model lets run meets its pool like any other
-            found = dependency_verdict(context, limit) if previous is not None else None
+            found = dependency_verdict(context, limit) if checked else None
             if found is not None:
                 return found
             self._mark(context, try_number, verdict)
