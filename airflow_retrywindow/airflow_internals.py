@@ -42,6 +42,10 @@ exist in 3.1.8, 3.2.2 and 3.3.2):
   ``airflow/jobs/scheduler_job_runner.py``): the event log entry's ``extra`` is
   free text; the REST API gives no field with the executor's and the task
   instance's states. Since 2.0.
+* **the configured XCom backend** (``XCom`` of ``airflow.sdk.execution_time.xcom``):
+  the triggerer keeps a gated trigger's failure XComs with the class ``[core]
+  xcom_backend`` names; the SDK's public ``BaseXCom`` is not that class, and the
+  SDK resolves it only there. Since 3.0 (its ``aset``, which the trigger calls, since 3.3).
 * **BigQuery's job** (``BigQueryInsertJobOperator._job``): the job the operator
   just read, whose ``errors`` it tolerated; the operator keeps it in no public
   attribute. Google provider 10 and later.
@@ -79,6 +83,7 @@ STATE_MISMATCH_TEXT = re.compile(
 )
 #: where a serialized task lists its extra links
 SERIALIZED_EXTRA_LINKS = "_operator_extra_links"
+XCOM_BACKEND = "airflow.sdk.execution_time.xcom"
 TASK_RUNNER = "airflow.sdk.execution_time.task_runner"
 SUPERVISOR = "airflow.sdk.execution_time.supervisor"
 
@@ -134,6 +139,11 @@ def in_process_supervisor(comms: Any) -> bool:
     supervisor = sys.modules.get(SUPERVISOR)
     in_process = getattr(supervisor, "InProcessSupervisorComms", None)
     return in_process is not None and isinstance(comms, in_process)
+
+
+def xcom_backend() -> Any:
+    """The XCom class of ``[core] xcom_backend``, as Airflow's triggerer and workers use it."""
+    return importlib.import_module(XCOM_BACKEND).XCom
 
 
 # -- what a DAG holds ------------------------------------------------------------------

@@ -37,6 +37,8 @@ STANDARD = frozenset({"_replace", "_fields", "_asdict", "_make", "_field_default
 INTERNAL_NAMES = frozenset({"SUPERVISOR_COMMS", "InProcessSupervisorComms"})
 #: roots of the modules whose private names count
 FOREIGN_ROOTS = ("airflow", "airflow_client")
+#: the task SDK's internals: the task runner, its supervisor, the configured XCom backend
+INTERNAL_MODULES = ("airflow.sdk.execution_time",)
 _PRIVATE = re.compile(r"_[A-Za-z0-9][A-Za-z0-9_]*")
 _DUNDER = re.compile(r"__\w+__")
 
@@ -103,7 +105,8 @@ def _sets_own_attribute(node: ast.Call) -> bool:
 
 def _foreign_module(name: str) -> bool:
     parts = name.split(".")
-    return parts[0] in FOREIGN_ROOTS and any(_private(part) for part in parts[1:])
+    internal = any(name == root or name.startswith(f"{root}.") for root in INTERNAL_MODULES)
+    return internal or (parts[0] in FOREIGN_ROOTS and any(_private(part) for part in parts[1:]))
 
 
 def private_uses(tree: ast.Module, own: frozenset[str]) -> Iterator[tuple[int, str]]:
@@ -187,6 +190,7 @@ def test_no_module_but_airflow_internals_touches_a_private_name_of_airflow() -> 
         "MODULES = ('airflow.providers.common.compat._retry_policy',)\n",
         "def f(runner):\n    return runner.SUPERVISOR_COMMS\n",
         "SOURCE = ('sdk', '_shared', 'secrets_masker')\n",
+        "from airflow.sdk.execution_time.xcom import XCom\n",
     ],
 )
 def test_the_scan_finds_a_planted_private_use(source: str) -> None:
@@ -394,6 +398,39 @@ def test_a_serialized_task_lists_its_extra_links() -> None:
         "a mapping of each extra link's name in the task's __var",
         RetryWindowLink.name in airflow_internals.serialized_extra_links(task["__var"]),
     )
+
+
+def test_the_configured_xcom_backend_is_where_the_sdk_resolves_it() -> None:
+    from airflow.sdk.bases.xcom import BaseXCom
+
+    backend = airflow_internals.xcom_backend()
+    _shape(
+        f"{airflow_internals.XCOM_BACKEND}.XCom",
+        "the class [core] xcom_backend names, a BaseXCom",
+        isinstance(backend, type) and issubclass(backend, BaseXCom),
+    )
+    if _has_retry_policies():  # the gated trigger, which calls aset, exists from 3.3
+        _shape(
+            f"{airflow_internals.XCOM_BACKEND}.XCom.aset",
+            "a coroutine function (key, value, dag_id=, task_id=, run_id=, map_index=)",
+            inspect.iscoroutinefunction(getattr(backend, "aset", None)),
+        )
+
+
+def _has_retry_policies() -> bool:
+    try:
+        from airflow.sdk.definitions import retry_policy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_a_changed_shape_says_what_changed_and_where() -> None:
+    with pytest.raises(AssertionError) as failed:
+        _shape("Thing._name", "an attribute holding the thing", False)
+    text = str(failed.value)
+    assert "Thing._name" in text and "expected an attribute holding the thing" in text
+    assert f"installed Airflow {_installed()}" in text and "3.1.8, 3.2.2, 3.3.2" in text
 
 
 def test_bigquerys_operator_keeps_the_job_it_read() -> None:
