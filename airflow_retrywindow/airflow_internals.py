@@ -5,8 +5,9 @@ touches a private name of Airflow, its client or its providers
 (tests/package/test_airflow_internals.py checks that, and the shape of each use
 below on the installed Airflow; it names the versions it was checked on).
 
-Each use, why no public way exists, and since when Airflow has it (all of them
-exist in 3.1.8, 3.2.2 and 3.3.2):
+Each use, why no public way exists, and since when Airflow has it: "3.1" means
+present in 3.1.8, the oldest Airflow supported, and in 3.2.2 and 3.3.2, where the
+test checked it too.
 
 * **an operator's pre-execute hook** (``BaseOperator._pre_execute_hook``; a mapped
   operator's ``partial_kwargs["pre_execute"]``): the cluster policy puts the
@@ -14,15 +15,15 @@ exist in 3.1.8, 3.2.2 and 3.3.2):
   The public way, the ``pre_execute=`` argument, exists only while the operator
   is built; ``on_execute_callback`` cannot refuse a try (the task runner logs and
   drops what it raises) and, like overriding the public ``pre_execute`` method,
-  runs after the DAG author's own ``pre_execute=`` hook. Since 3.0 (task SDK).
+  runs after the DAG author's own ``pre_execute=`` hook. Since 3.1.
 * **the resumed try's next method** (``RuntimeTaskInstance._ti_context_from_server``):
   the task runner keeps a try's ``next_method`` and ``next_kwargs`` nowhere else,
-  and the context handed to ``pre_execute`` hooks carries neither. Since 3.0.
+  and the context handed to ``pre_execute`` hooks carries neither. Since 3.1.
 * **how a mapped operator maps its arguments** (``MappedOperator._expand_input_attr``,
   ``_disallow_kwargs_override``): whether a classic operator was mapped with
   ``expand_kwargs(..., strict=False)``, whose mapped arguments may override its
   retry settings per map index; Airflow keeps ``strict`` in no public attribute.
-  Since 2.4.
+  Since 3.1.
 * **a fixed deadline's instant** (``FixedDatetimeDeadline._datetime``): the
   reference keeps the datetime the DAG author gave only there; its public
   serialization (``serialize_reference``) is a POSIX timestamp, which cannot say
@@ -37,22 +38,23 @@ exist in 3.1.8, 3.2.2 and 3.3.2):
   ``airflow.sdk.execution_time.task_runner``, and the supervisor's
   ``InProcessSupervisorComms``): whether this process runs a task under a
   supervisor, and whether that supervisor is ``dag.test()``'s, whose execution
-  API is served in this process. Neither is public. Since 3.0.
+  API is served in this process. Neither is public. Since 3.1.
 * **the scheduler's "state mismatch" text** (``process_executor_events`` in
   ``airflow/jobs/scheduler_job_runner.py``): the event log entry's ``extra`` is
   free text; the REST API gives no field with the executor's and the task
-  instance's states. Since 2.0.
+  instance's states. Since 3.1.
 * **the configured XCom backend** (``XCom`` of ``airflow.sdk.execution_time.xcom``):
   the triggerer keeps a gated trigger's failure XComs with the class ``[core]
   xcom_backend`` names; the SDK's public ``BaseXCom`` is not that class, and the
-  SDK resolves it only there. Since 3.0 (its ``aset``, which the trigger calls, since 3.3).
+  SDK resolves it only there. Since 3.1; its ``aset``, which the trigger calls, since
+  3.3 (the gated trigger exists only there).
 * **BigQuery's job** (``BigQueryInsertJobOperator._job``): the job the operator
   just read, whose ``errors`` it tolerated; the operator keeps it in no public
-  attribute. Google provider 10 and later.
+  attribute. Checked with the Google provider 22.8.0 (Airflow 3.3 only).
 * **a serialized task's extra links** (the ``_operator_extra_links`` key of the
   DAG's serialization): which tasks of a run carry the Retry window link, read
   from the stored serialization without deserializing the whole DAG in the API
-  server. Since 2.0.
+  server. Since 3.1.
 
 Nothing here imports Airflow when this module is imported.
 """
