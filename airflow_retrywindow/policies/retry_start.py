@@ -34,7 +34,7 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow import configuration, metrics
+from airflow_retrywindow import airflow_internals, configuration, metrics
 from airflow_retrywindow.dependency import held_try
 from airflow_retrywindow.dependency.check import (
     dependency_verdict,
@@ -236,15 +236,9 @@ def install(task: Any) -> None:
     A mapped task keeps its hook in its partial arguments, which every mapped
     instance is built from.
     """
-    partial = getattr(task, "partial_kwargs", None)
-    if isinstance(partial, dict):
-        current = partial.get("pre_execute")
-        if not isinstance(current, RetryStartCheck):
-            partial["pre_execute"] = RetryStartCheck(then=current)
-        return
-    current = getattr(task, "_pre_execute_hook", None)
+    current = airflow_internals.pre_execute_hook(task)
     if not isinstance(current, RetryStartCheck):
-        task._pre_execute_hook = RetryStartCheck(then=current)
+        airflow_internals.set_pre_execute_hook(task, RetryStartCheck(then=current))
 
 
 def _mark_ran(context: Mapping[str, Any]) -> None:
@@ -255,9 +249,7 @@ def _mark_ran(context: Mapping[str, Any]) -> None:
 
 def installed_on(task: Any) -> bool:
     """Whether ``task`` (the worker's copy, or a mapped task) carries the check."""
-    partial = getattr(task, "partial_kwargs", None)
-    hook = partial.get("pre_execute") if isinstance(partial, dict) else None
-    return isinstance(hook or getattr(task, "_pre_execute_hook", None), RetryStartCheck)
+    return isinstance(airflow_internals.pre_execute_hook(task), RetryStartCheck)
 
 
 def start_check_of(context: Mapping[str, Any], try_number: int) -> StartCheck:
