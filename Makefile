@@ -111,7 +111,7 @@ wheel-check: install
 # install, not only the runtime: benchmarks/cli_and_model.py builds the wheel (the dev
 # group's build), benchmarks/dependency_read.py and benchmarks/fleet_outage.py use a
 # PostgreSQL at 127.0.0.1:5432 with the distributed group's driver (fleet_outage.py runs a
-# whole Airflow for about 25 minutes). baseline_stdlib.py is the CLI benchmark's
+# whole Airflow for about 12 minutes). baseline_stdlib.py is the CLI benchmark's
 # yardstick, no benchmark of its own
 bench: install
 	@for script in $(filter-out benchmarks/baseline_stdlib.py,$(wildcard benchmarks/*.py)); do \

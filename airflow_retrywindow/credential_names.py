@@ -21,13 +21,12 @@ sensitive_var_conn_names`` from its environment variable.
 
 from __future__ import annotations
 
-import ast
 import functools
-import importlib.util
 import os
 import re
 import sys
-from pathlib import Path
+
+from airflow_retrywindow import airflow_internals
 
 #: credential names Airflow's list lacks, matched like its own
 ADDED_NAMES = frozenset(
@@ -45,9 +44,6 @@ ADDED_NAMES = frozenset(
 #: credential names that count only as the whole name: Azure's SAS signature, ODBC's
 #: password, an API key and an auth parameter
 WHOLE_NAMES = frozenset({"sig", "pwd", "key", "auth"})
-#: where Airflow's masker keeps its list, inside the installed ``airflow`` package
-_MASKER_SOURCE = Path("sdk", "_shared", "secrets_masker", "secrets_masker.py")
-_LIST = "DEFAULT_SENSITIVE_FIELDS"
 #: the environment variable of ``[core] sensitive_var_conn_names``
 CONFIGURED_NAMES_ENV = "AIRFLOW__CORE__SENSITIVE_VAR_CONN_NAMES"
 
@@ -121,30 +117,7 @@ def _configured_with(environment: str | None) -> str:
 @functools.cache
 def _airflow_defaults() -> frozenset[str]:
     """Airflow's ``DEFAULT_SENSITIVE_FIELDS``, from its masker or its masker's source."""
-    if "airflow" in sys.modules:
-        from airflow.sdk._shared.secrets_masker import DEFAULT_SENSITIVE_FIELDS
-
-        return frozenset(DEFAULT_SENSITIVE_FIELDS)
-    return _defaults_in_source()
-
-
-def _defaults_in_source() -> frozenset[str]:
-    spec = importlib.util.find_spec("airflow")  # finds the package without running it
-    roots = list(spec.submodule_search_locations or []) if spec else []
-    for root in roots:
-        source = Path(root, _MASKER_SOURCE)
-        if source.is_file():
-            return _literal_list(source)
-    raise CredentialNamesError(f"Airflow's {_LIST} not found: no {_MASKER_SOURCE} in {roots}")
-
-
-def _literal_list(source: Path) -> frozenset[str]:
-    for node in ast.parse(source.read_text(encoding="utf-8")).body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if [getattr(target, "id", None) for target in targets] != [_LIST]:
-            continue
-        value = node.value  # type: ignore[attr-defined]
-        if isinstance(value, ast.Call) and value.args:  # frozenset({...})
-            value = value.args[0]
-        return frozenset(str(name) for name in ast.literal_eval(value))
-    raise CredentialNamesError(f"Airflow's {_LIST} not found in {source}")
+    try:
+        return airflow_internals.default_sensitive_names()
+    except airflow_internals.AirflowInternalsError as error:
+        raise CredentialNamesError(str(error)) from None

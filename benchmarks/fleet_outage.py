@@ -3,8 +3,8 @@
 Run from the work tree (``make install`` first: it needs the PostgreSQL driver of the
 ``distributed`` group, and PostgreSQL at 127.0.0.1:5432, user postgres):
 ``python benchmarks/fleet_outage.py [--map-indexes 200] [--outage 90]``; ``make bench``
-runs it with the others. It took 23 minutes on a 2-core machine that other work kept at
-a load average of 35.
+runs it with the others. It takes about 12 minutes on a 2-core machine running nothing
+else (``--skip-steady``: the outage alone, about 6).
 
 It creates a PostgreSQL database of its own and starts Airflow's API server,
 scheduler, DAG processor and triggerer on it (LocalExecutor,

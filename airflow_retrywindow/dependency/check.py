@@ -173,12 +173,17 @@ def _start_verdict(
     return None
 
 
-def load_reader(context: Mapping[str, Any], *, events: bool = False) -> None:
-    """Import the REST client when the start check will read through it (the task's pool
-    is a dependency, or ``events``: Airflow's event log is read for a lost try), before
-    the check's time limit starts: a large generated package, which a loaded worker
-    could spend the whole limit importing (15 s was seen on two busy cores)."""
-    if events or configuration.pool_settings().of(str(context["task"].pool)) is not None:
+def load_reader(context: Mapping[str, Any], *, pool: bool, events: bool) -> None:
+    """Import the REST client when the start check will read through it, before the
+    check's time limit starts: a large generated package, which a loaded worker could
+    spend the whole limit importing (15 s was seen on two busy cores). Only then: a
+    first try, which reads nothing, spent most of its time in the pool's slot on it.
+
+    :param pool: whether the check meets the task's pool (read when it is a dependency).
+    :param events: whether Airflow's event log may be read for a lost try.
+    """
+    dependency = pool and configuration.pool_settings().of(str(context["task"].pool)) is not None
+    if events or dependency:
         import airflow_client.client  # noqa: F401
 
 

@@ -25,6 +25,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_retrywindow import airflow_internals
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
@@ -173,11 +174,11 @@ def mapped_settings_problem(task: Any) -> str | None:
     refuses to map them, except through ``expand_kwargs(..., strict=False)``, whose
     mapped arguments override them when each map index runs.
     """
-    mapped = getattr(task, "expand_input", None)
+    found = airflow_internals.mapped_input(task)  # None: not mapped, or a @task
+    mapped, overrides = found if found is not None else (None, False)
     if (
-        getattr(task, "_expand_input_attr", None) != "expand_input"  # not mapped, or a @task
-        or getattr(mapped, "EXPAND_INPUT_TYPE", None) != "list-of-dicts"  # expand()
-        or getattr(task, "_disallow_kwargs_override", True)  # a strict expand_kwargs()
+        getattr(mapped, "EXPAND_INPUT_TYPE", None) != "list-of-dicts"  # expand()
+        or not overrides  # a strict expand_kwargs()
     ):
         return None
     value = getattr(mapped, "value", None)

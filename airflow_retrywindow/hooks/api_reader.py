@@ -61,7 +61,6 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -97,7 +96,7 @@ from airflow_retrywindow.timing.time_limit import TimeLimit
 if TYPE_CHECKING:
     from airflow_client.client import ApiClient, TaskInstancesBatchBody
     from airflow_client.client.exceptions import ApiException
-    from airflow_client.client.rest import RESTClientObject, RESTResponse
+    from airflow_client.client.rest import RESTResponse
     from urllib3 import BaseHTTPResponse
 
 __all__ = [
@@ -350,29 +349,26 @@ class AirflowApi:
 
         :param map_index: the task instance's map index, ``-1`` when it is not mapped.
         """
-        from airflow_client.client import TaskInstanceApi
+        from airflow_client.client import TaskInstanceApi, TaskInstanceHistoryCollectionResponse
 
         api = TaskInstanceApi(self._client())
         shown = label(task_id, map_index)
         where = f"tries of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
 
-        def request() -> Any:
+        def send(timeout: float) -> BaseHTTPResponse:
             if map_index < 0:
-                return api.get_task_instance_tries(
-                    dag_id=dag_id,
-                    dag_run_id=run_id,
-                    task_id=task_id,
-                    _request_timeout=self.timeout,
+                return api.get_task_instance_tries_without_preload_content(
+                    dag_id=dag_id, dag_run_id=run_id, task_id=task_id, _request_timeout=timeout
                 )
-            return api.get_mapped_task_instance_tries(
+            return api.get_mapped_task_instance_tries_without_preload_content(
                 dag_id=dag_id,
                 dag_run_id=run_id,
                 task_id=task_id,
                 map_index=map_index,
-                _request_timeout=self.timeout,
+                _request_timeout=timeout,
             )
 
-        answer = self._call(where, request)
+        answer = self._read(where, TaskInstanceHistoryCollectionResponse, send)
         seen = _now()
         return [_row(item, seen) for item in answer.task_instances]
 
@@ -394,14 +390,15 @@ class AirflowApi:
         :param map_index: the task instance's map index, ``-1`` when it is not mapped.
         :param limit: the most entries read, newest first.
         """
-        from airflow_client.client import EventLogApi
+        from airflow_client.client import EventLogApi, EventLogCollectionResponse
 
         api = EventLogApi(self._client())
         shown = label(task_id, map_index)
         where = f"{event!r} events of try {try_number} of task {shown!r} in run {run_id!r}"
-        answer = self._call(
+        answer = self._read(
             where,
-            lambda: api.get_event_logs(
+            EventLogCollectionResponse,
+            lambda timeout: api.get_event_logs_without_preload_content(
                 dag_id=dag_id,
                 run_id=run_id,
                 task_id=task_id,
@@ -410,7 +407,7 @@ class AirflowApi:
                 event=event,
                 limit=limit,
                 order_by=["-when"],
-                _request_timeout=self.timeout,
+                _request_timeout=timeout,
             ),
         )
         return [
@@ -426,28 +423,32 @@ class AirflowApi:
 
     def xcom_keys(self, dag_id: str, run_id: str, key_prefix: str) -> list[XComKey]:
         """The XCom keys starting with ``key_prefix`` of every task of one run, paged."""
-        from airflow_client.client import XComApi
+        from airflow_client.client import XComApi, XComCollectionResponse
 
         from airflow_retrywindow.version_compat import xcom_key_filter
 
         api = XComApi(self._client())
+        where = f"XCom keys {key_prefix}* of run {run_id!r} of DAG {dag_id!r}"
 
         def page(offset: int) -> tuple[list[Any], int]:
-            answer = api.get_xcom_entries(
-                dag_id=dag_id,
-                dag_run_id=run_id,
-                task_id="~",
-                limit=self.page_size,
-                offset=offset,
-                _request_timeout=self.timeout,
-                **xcom_key_filter(key_prefix),
+            answer = self._read(
+                where,
+                XComCollectionResponse,
+                lambda timeout: api.get_xcom_entries_without_preload_content(
+                    dag_id=dag_id,
+                    dag_run_id=run_id,
+                    task_id="~",
+                    limit=self.page_size,
+                    offset=offset,
+                    _request_timeout=timeout,
+                    **xcom_key_filter(key_prefix),
+                ),
             )
             return list(answer.xcom_entries), int(answer.total_entries or 0)
 
-        where = f"XCom keys {key_prefix}* of run {run_id!r} of DAG {dag_id!r}"
         return [
             XComKey(item.task_id, item.map_index, item.key, _aware(item.timestamp))
-            for item, _ in self._pages(page, where)
+            for item, _ in self._pages(page)
             # the prefix filter is index-friendly but loose: keep exact matches only
             if item.key.startswith(key_prefix)
         ]
@@ -472,13 +473,13 @@ class AirflowApi:
         :param order_by: the listing's order, e.g. ``-end_date``.
         :param limit: rows wanted, at most :attr:`page_size` (0: the count alone).
         """
-        from airflow_client.client import TaskInstanceApi
+        from airflow_client.client import TaskInstanceApi, TaskInstanceCollectionResponse
 
         api = TaskInstanceApi(self._client())
-        answer = self._call(
+        answer = self._read(
             f"task instances of pool {pool!r}",
-            partial(
-                api.get_task_instances,
+            TaskInstanceCollectionResponse,
+            lambda timeout: api.get_task_instances_without_preload_content(
                 dag_id="~",
                 dag_run_id="~",
                 pool=[pool],
@@ -488,7 +489,7 @@ class AirflowApi:
                 order_by=[order_by],
                 limit=min(limit, self.page_size),
                 offset=0,
-                _request_timeout=self.timeout,
+                _request_timeout=timeout,
             ),
         )
         rows = tuple(_pool_try(item) for item in answer.task_instances)
@@ -501,20 +502,21 @@ class AirflowApi:
 
         :param map_index: the pushing task instance's map index, ``-1`` when not mapped.
         """
-        from airflow_client.client import XComApi
+        from airflow_client.client import ResponseGetXcomEntry, XComApi
 
         api = XComApi(self._client())
         shown = label(task_id, map_index)
         where = f"XCom {key!r} of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
-        answer = self._call(
+        answer = self._read(
             where,
-            lambda: api.get_xcom_entry(
+            ResponseGetXcomEntry,
+            lambda timeout: api.get_xcom_entry_without_preload_content(
                 dag_id=dag_id,
                 dag_run_id=run_id,
                 task_id=task_id,
                 xcom_key=key,
                 map_index=map_index,
-                _request_timeout=self.timeout,
+                _request_timeout=timeout,
             ),
         )
         value = getattr(answer.actual_instance, "value", None)
@@ -535,21 +537,22 @@ class AirflowApi:
 
         :param map_index: the task instance's map index, ``-1`` when not mapped.
         """
-        from airflow_client.client import TaskInstanceApi
+        from airflow_client.client import HITLDetail, TaskInstanceApi
         from airflow_client.client.exceptions import ApiException
 
         api = TaskInstanceApi(self._client())
         shown = label(task_id, map_index)
         where = f"the approval answer of {shown!r} in run {run_id!r} of DAG {dag_id!r}"
         try:
-            answer = self._call(
+            answer = self._read(
                 where,
-                lambda: api.get_hitl_detail(
+                HITLDetail,
+                lambda timeout: api.get_hitl_detail_without_preload_content(
                     dag_id=dag_id,
                     dag_run_id=run_id,
                     task_id=task_id,
                     map_index=map_index,
-                    _request_timeout=self.timeout,
+                    _request_timeout=timeout,
                 ),
             )
         except AirflowApiError as error:
@@ -578,24 +581,25 @@ class AirflowApi:
 
     def pools(self, names: Collection[str]) -> dict[str, PoolRow]:
         """The pools named ``names`` that exist, in one paged request."""
-        from airflow_client.client import PoolApi
+        from airflow_client.client import PoolApi, PoolCollectionResponse
 
         if not names:
             return {}
         api = PoolApi(self._client())
 
         def page(offset: int) -> tuple[list[Any], int]:
-            answer = api.get_pools(
-                limit=self.page_size,
-                offset=offset,
-                order_by=["name"],
-                _request_timeout=self.timeout,
+            answer = self._read(
+                "pools",
+                PoolCollectionResponse,
+                lambda timeout: api.get_pools_without_preload_content(
+                    limit=self.page_size, offset=offset, order_by=["name"], _request_timeout=timeout
+                ),
             )
             return list(answer.pools), int(answer.total_entries or 0)
 
         wanted = set(names)
         found: dict[str, PoolRow] = {}
-        for item, _ in self._pages(page, "pools"):
+        for item, _ in self._pages(page):
             if item.name in wanted:
                 found[item.name] = PoolRow(
                     name=item.name,
@@ -609,19 +613,27 @@ class AirflowApi:
 
     def version(self) -> str:
         """The Airflow version the API server reports (``GET /api/v2/version``, one request)."""
-        from airflow_client.client import VersionApi
+        from airflow_client.client import VersionApi, VersionInfo
 
         api = VersionApi(self._client())
-        answer = self._call("its version", lambda: api.get_version(_request_timeout=self.timeout))
+        answer = self._read(
+            "its version",
+            VersionInfo,
+            lambda timeout: api.get_version_without_preload_content(_request_timeout=timeout),
+        )
         return str(answer.version)
 
     def triggerer_runs(self) -> bool:
         """Whether a triggerer is alive, as the API server's health check says
         (``GET /api/v2/monitor/health``, one request)."""
-        from airflow_client.client import MonitorApi
+        from airflow_client.client import HealthInfoResponse, MonitorApi
 
         api = MonitorApi(self._client())
-        answer = self._call("its health", lambda: api.get_health(_request_timeout=self.timeout))
+        answer = self._read(
+            "its health",
+            HealthInfoResponse,
+            lambda timeout: api.get_health_without_preload_content(_request_timeout=timeout),
+        )
         triggerer = answer.triggerer
         return triggerer is not None and triggerer.status == "healthy"
 
@@ -630,11 +642,15 @@ class AirflowApi:
 
         It proves the credentials are accepted for the reads the gate makes.
         """
-        from airflow_client.client import PoolApi
+        from airflow_client.client import PoolApi, PoolCollectionResponse
 
         api = PoolApi(self._client())
-        answer = self._call(
-            "pools", lambda: api.get_pools(limit=1, offset=0, _request_timeout=self.timeout)
+        answer = self._read(
+            "pools",
+            PoolCollectionResponse,
+            lambda timeout: api.get_pools_without_preload_content(
+                limit=1, offset=0, _request_timeout=timeout
+            ),
         )
         return int(answer.total_entries or 0)
 
@@ -643,20 +659,25 @@ class AirflowApi:
     def _batch(self, where: str, **filters: Any) -> Iterator[tuple[Any, pendulum.DateTime]]:
         """Every task instance the batch listing gives for ``filters``, across DAGs and runs,
         in pages of up to :attr:`page_size` (the listing takes up to 1000 a page)."""
-        from airflow_client.client import TaskInstanceApi
+        from airflow_client.client import TaskInstanceApi, TaskInstanceCollectionResponse
 
         api = TaskInstanceApi(self._client())
 
         def page(offset: int) -> tuple[list[Any], int]:
-            answer = api.get_task_instances_batch(
-                dag_id="~",
-                dag_run_id="~",
-                task_instances_batch_body=self._batch_body(filters, offset),
-                _request_timeout=self.timeout,
+            answer = self._read(
+                where,
+                TaskInstanceCollectionResponse,
+                lambda timeout: api.get_task_instances_batch_without_preload_content(
+                    dag_id="~",
+                    dag_run_id="~",
+                    task_instances_batch_body=self._batch_body(filters, offset),
+                    _request_timeout=timeout,
+                ),
+                method="POST",
             )
             return list(answer.task_instances), int(answer.total_entries or 0)
 
-        return self._pages(page, where)
+        return self._pages(page)
 
     def _batch_body(self, filters: dict[str, Any], offset: int) -> TaskInstancesBatchBody:
         """The batch listing's body for one page of up to :attr:`page_size` rows."""
@@ -667,7 +688,7 @@ class AirflowApi:
         )
 
     def _pages(
-        self, page: Callable[[int], tuple[list[T], int]], where: str
+        self, page: Callable[[int], tuple[list[T], int]]
     ) -> Iterator[tuple[T, pendulum.DateTime]]:
         """Every row of a paged listing with the time its page arrived.
 
@@ -676,13 +697,42 @@ class AirflowApi:
         """
         offset = 0
         while True:
-            rows, total = self._call(where, partial(page, offset))
+            rows, total = page(offset)
             seen = _now()
             for row in rows:
                 yield row, seen
             offset += len(rows)
             if not rows or offset >= total:
                 return
+
+    def _read(
+        self,
+        where: str,
+        model: Any,
+        send: Callable[[float], BaseHTTPResponse],
+        method: str = "GET",
+    ) -> Any:
+        """One read through a generated ``..._without_preload_content`` method, bounded.
+
+        :param model: the generated model the API documents for the answer.
+        :param send: makes the request, given the seconds it may wait; returns the
+            answer with its body not read yet.
+        :param method: the request's HTTP method, for messages.
+        """
+        from airflow_client.client.exceptions import ApiException
+
+        bounds = BoundedAnswers(self)
+
+        def request() -> Any:
+            answer, body = bounds.fetch(send, method, where)
+            if not 200 <= answer.status <= 299:
+                # the error the generated method raises for this status (404: NotFound...)
+                raise ApiException.from_response(
+                    http_resp=answer, body=body.decode("utf-8", "replace"), data=None
+                )
+            return model.from_json(body.decode("utf-8"))
+
+        return self._call(where, request)
 
     def _call(self, where: str, request: Callable[[], T]) -> T:
         """One read, tried again while Airflow is briefly away; on a 401 with ``login``
@@ -784,7 +834,6 @@ class AirflowApi:
             config.ssl_ca_cert = self.ssl_ca_cert
             config.retries = 0  # one request per call: the count must be exact
             client = ApiClient(config)
-            client.rest_client = BoundedTransport(client.rest_client, self)  # type: ignore[assignment]
             config.access_token = self.access_token or self._token(client)
             self._api_client = client
         return self._api_client
@@ -794,23 +843,28 @@ class AirflowApi:
         if not self.login:
             return None
         url = f"{self.base_url}/auth/token"
+        bounds = BoundedAnswers(self)
 
-        def once(_left: float) -> RESTResponse:
-            self.requests += 1
-            answer: RESTResponse = client.rest_client.request(  # type: ignore[no-untyped-call]
+        def send(timeout: float) -> BaseHTTPResponse:
+            answer: RESTResponse = client.call_api(  # type: ignore[no-untyped-call]
                 "POST",
                 url,
-                headers={"Content-Type": "application/json", "Accept": "application/json"},
+                header_params={"Content-Type": "application/json", "Accept": "application/json"},
                 body={"username": self.login, "password": self.password or ""},
-                _request_timeout=self.timeout,
+                _request_timeout=timeout,
             )
-            answer.read()  # type: ignore[no-untyped-call]
+            response: BaseHTTPResponse = answer.response
+            return response
+
+        def once(_left: float) -> tuple[int, bytes]:
+            self.requests += 1
+            answer, body = bounds.fetch(send, "POST", url)
             if retried_status(answer.status):
                 raise ErrorAnswer(answer.status, answer.headers.get("Retry-After"))
-            return answer
+            return answer.status, body
 
         try:
-            answer = self.retry.call(once, bound=self._bound(), tally=self.reads)
+            status, data = self.retry.call(once, bound=self._bound(), tally=self.reads)
         except AirflowApiError:
             raise
         except ErrorAnswer as error:
@@ -824,11 +878,11 @@ class AirflowApi:
                 f"({type(error).__name__}: {_short(str(error))}){self._tries()}"
                 f"{_tls_hint(error)}"
             ) from error
-        text = (answer.data or b"").decode("utf-8", "replace")
-        if answer.status not in (200, 201):
+        text = data.decode("utf-8", "replace")
+        if status not in (200, 201):
             raise AirflowApiError(
                 f"the Airflow API at {self.base_url} refused a token for user {self.login!r}: "
-                f"HTTP {answer.status} {_short(text)}; check the connection's login and password"
+                f"HTTP {status} {_short(text)}; check the connection's login and password"
             )
         try:
             token = json.loads(text)["access_token"]
@@ -842,46 +896,42 @@ class AirflowApi:
         return token
 
 
-class BoundedTransport:
-    """The generated client's REST layer, bounded: in time, in size, and on one clock.
+class BoundedAnswers:
+    """The reader's requests and their answers, bounded: in time, in size, and on one clock.
 
-    It stands where the client expects its ``RESTClientObject`` and hands every
-    request on, after shortening its timeout to the time the decision has left;
-    it then notes the answer's ``Date`` against this worker's clock and reads the
-    body itself, refusing one larger than the reader's cap as soon as it is.
+    Each request is given at most the time the decision has left; the answer's
+    ``Date`` is noted against this worker's clock, and its body is read here, a
+    chunk at a time, refused once it is larger than the reader's cap.
 
-    :param inner: the client's own REST layer.
     :param reader: the reader whose limits apply and whose clock offset is kept.
     """
 
-    def __init__(self, inner: RESTClientObject, reader: AirflowApi) -> None:
-        self.inner = inner
+    def __init__(self, reader: AirflowApi) -> None:
         self.reader = reader
 
-    def request(
-        self,
-        method: str,
-        url: str,
-        headers: Any = None,
-        body: Any = None,
-        post_params: Any = None,
-        _request_timeout: Any = None,
-    ) -> RESTResponse:
-        """One request, as ``RESTClientObject.request`` makes it, with its body read."""
-        shown = f"{method} {_address(url)}"
-        own = _request_timeout if isinstance(_request_timeout, (int, float)) else None
-        timeout = self._timeout(own or self.reader.timeout, shown)
+    def fetch(
+        self, send: Callable[[float], BaseHTTPResponse], method: str, target: str
+    ) -> tuple[BaseHTTPResponse, bytes]:
+        """The answer to ``send`` and its whole body.
+
+        :param send: makes the request, given the seconds it may wait.
+        :param method: its HTTP method, for messages.
+        :param target: what it reads or its address, for messages.
+        """
+        timeout = self._timeout(f"{method} {target}")
         sent = _now()
-        answer: RESTResponse = self.inner.request(  # type: ignore[no-untyped-call]
-            method, url, headers, body, post_params, _request_timeout=timeout
-        )
+        answer = send(timeout)
         received = _now()
         if answer.status < 400:  # an error answer is no clock reading, with a Date or not
             self._note_clock(sent, received, answer.headers.get("Date"))
-        answer.data = self._body(answer.response, shown)  # type: ignore[assignment]
-        return answer
+        return answer, self._body(answer, f"{method} {self._address(answer)}")
 
-    def _timeout(self, own: float, shown: str) -> float:
+    def _address(self, answer: BaseHTTPResponse) -> str:
+        path = answer.url or ""  # the path asked for, or a proxy's whole URL
+        return _address(path if "://" in path else f"{self.reader.base_url}{path}")
+
+    def _timeout(self, shown: str) -> float:
+        own = self.reader.timeout
         limit = self.reader.time_limit
         if limit is None:
             return own

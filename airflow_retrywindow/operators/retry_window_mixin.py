@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk.bases.operator import BaseOperatorMeta
+from airflow.sdk import BaseOperator
 
 from airflow_retrywindow import metrics
 from airflow_retrywindow.exceptions import RetryWindowGateError
@@ -42,17 +42,14 @@ from airflow_retrywindow.timing.deadline import Deadline
 
 if TYPE_CHECKING:
     import jinja2
-    from airflow.sdk import BaseOperator, Context
+    from airflow.sdk import Context
 
     from airflow_retrywindow.gate.approve import Override
 
-    # the mixin is only ever combined with an operator: type it as one
-    _Operator = BaseOperator
-else:
-    _Operator = object
 
-
-class RetryWindowMixin(_Operator):
+# an operator class itself, so that Airflow fills its arguments from default_args too,
+# as it does every operator class's that defines __init__
+class RetryWindowMixin(BaseOperator):
     """The arguments and the execute steps of a task that decides its run's retries.
 
     Put it before the Airflow operator class among the bases, so that its
@@ -92,8 +89,6 @@ class RetryWindowMixin(_Operator):
     #: ``gate`` or ``sensor``, in messages and metrics
     kind: ClassVar[str]
 
-    # default_args fill these arguments too, as they do the operator's own
-    @BaseOperatorMeta._apply_defaults  # type: ignore[type-var, untyped-decorator]
     def __init__(
         self,
         *,

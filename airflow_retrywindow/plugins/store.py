@@ -34,6 +34,7 @@ from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
 from sqlalchemy import select
 
+from airflow_retrywindow.airflow_internals import serialized_extra_links
 from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.records.decision_record import is_decision_record
 from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
@@ -162,7 +163,7 @@ class RunStore:
         return frozenset(
             str(task["__var"]["task_id"])
             for task in tasks
-            if RetryWindowLink.name in (task.get("__var", {}).get("_operator_extra_links") or {})
+            if RetryWindowLink.name in serialized_extra_links(task.get("__var", {}))
         )
 
     def _kept(self, key: str, task_id: str | None, map_index: int) -> list[Stored]:

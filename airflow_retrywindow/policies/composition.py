@@ -38,10 +38,11 @@ from typing import Any
 
 from airflow_retrywindow.records.composition import ChainPlace
 
-#: where the SDK keeps ``ChainRetryPolicy`` (Airflow 3.4) and where the backport does
+#: where the SDK keeps ``ChainRetryPolicy`` (Airflow 3.4), and the common.compat provider's
+#: public name for it: the SDK's where it has one, else the provider's backport
 CHAIN_MODULES = (
     "airflow.sdk.definitions.retry_policy",
-    "airflow.providers.common.compat._retry_policy",
+    "airflow.providers.common.compat.sdk",
 )
 #: the module of ``RetryWindowPolicy``: loaded wherever one exists, so it is looked up, not
 #: imported (it imports the retry-start check, which finds windows with this module)

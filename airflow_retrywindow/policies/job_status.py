@@ -34,6 +34,7 @@ from typing import Any
 
 import pendulum
 
+from airflow_retrywindow import airflow_internals
 from airflow_retrywindow.model import TaskState
 from airflow_retrywindow.policies.status_words import NO_WORDS, StatusWords, normal_status
 from airflow_retrywindow.records import reconciliation
@@ -256,7 +257,7 @@ def tolerated_errors(task: Any) -> int | None:
     are the errors it tolerated without failing. Other operators show none:
     ``None``.
     """
-    errors = getattr(getattr(task, "_job", None), "errors", None)
+    errors = getattr(airflow_internals.bigquery_job(task), "errors", None)
     return len(errors) if isinstance(errors, list) else None
 
 

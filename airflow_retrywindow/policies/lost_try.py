@@ -34,12 +34,12 @@ log through the gates' REST connection.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_retrywindow import airflow_internals
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.records.schema import version_problem
@@ -50,11 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: the event Airflow's scheduler writes when it fails a try this way
-STATE_MISMATCH = "state mismatch"
-#: its message (``airflow/jobs/scheduler_job_runner.py``, ``process_executor_events``)
-_MISMATCH = re.compile(
-    r"finished with state (\w+), but the task instance's state attribute is (\w+)"
-)
+STATE_MISMATCH = airflow_internals.STATE_MISMATCH
 #: the task instance states the scheduler finds after a try handed itself back: the
 #: same try waits to run again. Not ``running``: the LocalExecutor reports a try whose
 #: task process was killed as finished with state success too, while it still runs
@@ -90,10 +86,10 @@ class StateMismatch:
             return None
         if isinstance(tried, bool) or not isinstance(tried, int):
             return None
-        found = _MISMATCH.search(extra)
+        found = airflow_internals.state_mismatch(extra)
         if found is None:
             return None
-        return cls(tried, found.group(1).lower(), found.group(2).lower(), when)
+        return cls(tried, found[0].lower(), found[1].lower(), when)
 
     @property
     def handed_back(self) -> bool:

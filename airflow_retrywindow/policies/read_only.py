@@ -24,8 +24,11 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-#: attributes of an operator shared with its copy rather than copied
-_SHARED = ("dag", "_dag", "task_group", "_task_group", "_log", "retry_policy")
+
+def _describing(task: Any) -> list[Any]:
+    """What an operator shares with its copy rather than copies: its DAG, task group,
+    logger and retry policy, read through their public names."""
+    return [task.get_dag(), task.task_group, task.log, getattr(task, "retry_policy", None)]
 
 
 def detached_copy(task: Any) -> Any:
@@ -36,12 +39,10 @@ def detached_copy(task: Any) -> Any:
     """
     from airflow.sdk import BaseHook
 
-    memo: dict[int, Any] = {}
-    for name, value in vars(task).items():
+    memo: dict[int, Any] = {id(value): value for value in _describing(task) if value is not None}
+    for value in vars(task).values():
         if isinstance(value, BaseHook):
             memo[id(value)] = None  # the copy builds its own when it needs one
-        elif name in _SHARED and value is not None:
-            memo[id(value)] = value
     for name, value in vars(task).items():
         if id(value) in memo or name in getattr(task, "shallow_copy_attrs", ()):
             continue

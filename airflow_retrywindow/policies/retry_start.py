@@ -34,7 +34,7 @@ from typing import Any
 
 import pendulum
 
-from airflow_retrywindow import configuration, metrics
+from airflow_retrywindow import airflow_internals, configuration, metrics
 from airflow_retrywindow.dependency import held_try
 from airflow_retrywindow.dependency.check import (
     dependency_verdict,
@@ -128,19 +128,27 @@ class RetryStartCheck:
             permission = (
                 evidence.start_permission(history, try_number) if previous else evidence.DECIDED
             )
+            # a retry meets its pool: resumed from a dependency hold, which is decided
+            # again, or starting (not resumed from the task's own deferral, which passed)
+            checked = previous is not None and (
+                held(context)
+                if permission == evidence.STARTED
+                else permission == evidence.UNDECIDED or not passed(context)
+            )
             # the REST client is imported before the limit starts: importing it is no read
-            load_reader(context, events=permission == evidence.UNDECIDED)
+            load_reader(
+                context,
+                pool=checked,
+                events=previous is not None and permission == evidence.UNDECIDED,
+            )
             limit = TimeLimit.starting_now(
                 configuration.clock_read_limit(),
                 what="the retry-start check",
                 option="clock_read_limit",
             )
             if permission == evidence.STARTED:
-                # resumed: from the task's own deferral, or from a dependency hold, which
-                # is decided again
-                return dependency_verdict(context, limit) if held(context) else None
+                return dependency_verdict(context, limit) if checked else None
             if permission == evidence.DECIDED:
-                checked = previous is not None and not passed(context)
                 found = dependency_verdict(context, limit) if checked else None
                 if found is not None:
                     return found
@@ -154,7 +162,7 @@ class RetryStartCheck:
             if verdict.action in (REFUSE, RESCHEDULE):
                 return verdict
             # an undecided retry the model lets run meets its pool like any other
-            found = dependency_verdict(context, limit) if previous is not None else None
+            found = dependency_verdict(context, limit) if checked else None
             if found is not None:
                 return found
             self._mark(context, try_number, verdict)
@@ -228,15 +236,9 @@ def install(task: Any) -> None:
     A mapped task keeps its hook in its partial arguments, which every mapped
     instance is built from.
     """
-    partial = getattr(task, "partial_kwargs", None)
-    if isinstance(partial, dict):
-        current = partial.get("pre_execute")
-        if not isinstance(current, RetryStartCheck):
-            partial["pre_execute"] = RetryStartCheck(then=current)
-        return
-    current = getattr(task, "_pre_execute_hook", None)
+    current = airflow_internals.pre_execute_hook(task)
     if not isinstance(current, RetryStartCheck):
-        task._pre_execute_hook = RetryStartCheck(then=current)
+        airflow_internals.set_pre_execute_hook(task, RetryStartCheck(then=current))
 
 
 def _mark_ran(context: Mapping[str, Any]) -> None:
@@ -247,9 +249,7 @@ def _mark_ran(context: Mapping[str, Any]) -> None:
 
 def installed_on(task: Any) -> bool:
     """Whether ``task`` (the worker's copy, or a mapped task) carries the check."""
-    partial = getattr(task, "partial_kwargs", None)
-    hook = partial.get("pre_execute") if isinstance(partial, dict) else None
-    return isinstance(hook or getattr(task, "_pre_execute_hook", None), RetryStartCheck)
+    return isinstance(airflow_internals.pre_execute_hook(task), RetryStartCheck)
 
 
 def start_check_of(context: Mapping[str, Any], try_number: int) -> StartCheck:

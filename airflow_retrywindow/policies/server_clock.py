@@ -39,14 +39,13 @@ cannot evaluate, and refuses (``on_error="fail"``) with that in its evidence.
 from __future__ import annotations
 
 import ssl
-import sys
 import threading
 import time
 from datetime import timedelta
-from typing import Any
 
 import pendulum
 
+from airflow_retrywindow import airflow_internals
 from airflow_retrywindow.configuration import SERVER_CLOCK_TIMEOUT, clock_read_limit
 from airflow_retrywindow.exceptions import ClockError
 from airflow_retrywindow.read_retry import ErrorAnswer, ReadRetry, ReadTally, retried_status
@@ -82,8 +81,8 @@ def server_clock(
     :param tally: where the tries are counted.
     :raises ClockError: when the server's clock cannot be read.
     """
-    comms = _supervisor_comms()
-    if _in_process(comms):
+    comms = airflow_internals.supervisor_comms()
+    if airflow_internals.in_process_supervisor(comms):
         return ClockOffset.same_clock(IN_PROCESS)
     url = execution_api_url(in_task_run=comms is not None)
     if url is None:
@@ -184,20 +183,6 @@ def execution_api_url(*, in_task_run: bool) -> str | None:
     if base.startswith("/"):
         base = f"http://localhost:8080{base}"
     return f"{base.rstrip('/')}/execution/"
-
-
-def _supervisor_comms() -> Any:
-    """The task runner's channel to its supervisor; ``None`` outside a task run."""
-    runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
-    return getattr(runner, "SUPERVISOR_COMMS", None) if runner is not None else None
-
-
-def _in_process(comms: Any) -> bool:
-    """Whether the supervisor is ``dag.test()``'s, with its execution API in this process."""
-    # only dag.test() loads the in-process supervisor; no import when it is not loaded
-    supervisor = sys.modules.get("airflow.sdk.execution_time.supervisor")
-    in_process = getattr(supervisor, "InProcessSupervisorComms", None)
-    return in_process is not None and isinstance(comms, in_process)
 
 
 def _tls() -> ssl.SSLContext:

@@ -31,9 +31,6 @@ from airflow_retrywindow.timing.work import EstimateOverride, Work
 from airflow_retrywindow.version_compat import AirflowSensorTimeout, AirflowSkipException
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from datetime import datetime
-
     from airflow.sdk import Context
 
 
@@ -116,7 +113,7 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
         self.target = target_argument(target, self.task_id)
         self.work = work_argument(work, "work")
         self.deferrable = deferrable_argument(deferrable, self.mode)
-        self._next_start: pendulum.DateTime | None = None
+        self._started = pendulum.now("UTC")
         self._final: dict[str, Any] | None = None
 
     def retry_window_problems(self) -> list[str]:
@@ -144,6 +141,10 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
         self._refuse_if_misconfigured("the retry")
         if self.deferrable:
             return self._decide_or_defer(context, started=pendulum.now("UTC"), waits=[])
+        self._started = self._first_poke(context)
+        # the sensor waits until the target's backoff ends (poke_interval, set by each
+        # poke): Airflow's own doubling of the interval would wait past it
+        self.exponential_backoff = False
         super().execute(context)  # pokes (or reschedules) until a final decision
         if self._final is None:  # pragma: no cover - poke() sets it before succeeding
             raise RuntimeError("the sensor finished without a decision")
@@ -166,27 +167,26 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
         # a mapped target waits for the map index whose backoff ends last
         row = decided.table.longest_wait(self.target)
         if row is not None:
-            self._next_start = row.earliest_start
+            self.poke_interval = self._wait_until(row.earliest_start)
             # the latest evaluation stays visible while the sensor waits
             record = self._sensor_record(context, decided, waits=[])
             context["ti"].xcom_push(key="return_value", value=record)
             self.log.info("%s; poking again at %s", safe_json(row.reason), row.earliest_start)
             return False
-        self._next_start = None
         self._final = self._sensor_record(context, decided, waits=[])
         return True
 
-    def _get_next_poke_interval(
-        self,
-        started_at: datetime | float,
-        run_duration: Callable[[], float],
-        poke_count: int,
-    ) -> float:
-        """Sleep or reschedule until the backoff ends, not by a fixed interval."""
-        if self._next_start is None:
-            return float(super()._get_next_poke_interval(started_at, run_duration, poke_count))
-        wait = (self._next_start - pendulum.now("UTC")).total_seconds()
-        left = self.timeout - run_duration()
+    def _first_poke(self, context: Context) -> pendulum.DateTime:
+        """When the sensor's waiting began, as Airflow times it against ``timeout``: this try's
+        start, or in ``reschedule`` mode the first reschedule's."""
+        first = context["ti"].get_first_reschedule_date(context) if self.reschedule else None
+        return pendulum.now("UTC") if first is None else pendulum.instance(first).in_timezone("UTC")
+
+    def _wait_until(self, until: pendulum.DateTime | None) -> float:
+        """Seconds to sleep or reschedule for: until the backoff ends, not a fixed interval."""
+        now = pendulum.now("UTC")
+        wait = (until - now).total_seconds() if until is not None else float(self.poke_interval)
+        left = self.timeout - (now - self._started).total_seconds()
         # a second at least, never past the timeout (the next poke then times out)
         return max(1.0, min(wait, max(left, 0.0) + 1.0))
 

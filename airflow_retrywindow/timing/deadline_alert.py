@@ -32,6 +32,7 @@ from typing import Any
 
 import pendulum
 
+from airflow_retrywindow import airflow_internals
 from airflow_retrywindow.exceptions import ClockError, DeadlineError
 from airflow_retrywindow.timing.clock import require_aware
 
@@ -207,7 +208,7 @@ def _builtin(reference: object) -> bool:
 def _fixed_instant(reference: object, serialized: Any, name: str | None) -> pendulum.DateTime:
     # Airflow stores the datetime's POSIX timestamp; a naive datetime's timestamp
     # depends on the local zone of whichever process reads it, so it is refused
-    given = getattr(reference, "_datetime", None)
+    given = airflow_internals.fixed_deadline_datetime(reference)
     try:
         require_aware(given, "FIXED_DATETIME")
     except ClockError as error:

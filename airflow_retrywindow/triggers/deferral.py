@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_retrywindow import airflow_internals
+
 log = logging.getLogger(__name__)
 
 PreExecuteHook = Callable[[Any], None]
@@ -105,12 +107,11 @@ def reported_failure(ti: Any) -> str | None:
 
 def _failure_lines(ti: Any) -> list[str]:
     """The triggerer's traceback when the running try resumes only to fail, else ``[]``."""
-    # the only place the task runner keeps the resumed try's next_method; without it
-    # nothing is reported and Airflow's own __fail__ path runs unchanged
-    server = getattr(ti, "_ti_context_from_server", None)
-    if getattr(server, "next_method", None) != "__fail__":  # Airflow's TRIGGER_FAIL_REPR
+    # without a next_method nothing is reported and Airflow's own __fail__ path runs unchanged
+    next_method, next_kwargs = airflow_internals.resumed_with(ti)
+    if next_method != "__fail__":  # Airflow's TRIGGER_FAIL_REPR
         return []
-    return _traceback(getattr(server, "next_kwargs", None))
+    return _traceback(next_kwargs)
 
 
 def _traceback(value: Any, depth: int = 0) -> list[str]:
@@ -161,15 +162,9 @@ def install(task: Any) -> None:
 
     :param task: a gated operator or mapped operator, as the cluster policy sees it.
     """
-    partial = getattr(task, "partial_kwargs", None)
-    if isinstance(partial, dict):
-        current = partial.get("pre_execute")
-        if not _holds_deferral(current):
-            partial["pre_execute"] = GatedDeferral(then=current)
-        return
-    current = getattr(task, "_pre_execute_hook", None)
+    current = airflow_internals.pre_execute_hook(task)
     if not _holds_deferral(current):
-        task._pre_execute_hook = GatedDeferral(then=current)
+        airflow_internals.set_pre_execute_hook(task, GatedDeferral(then=current))
 
 
 def _holds_deferral(hook: object) -> bool:

@@ -23,6 +23,8 @@ from typing import Any, TypeGuard
 from airflow.triggers.base import BaseTaskEndEvent, BaseTrigger, TriggerEvent
 from airflow.utils.state import TaskInstanceState
 
+from airflow_retrywindow import airflow_internals
+
 log = logging.getLogger(__name__)
 
 #: where the triggerer imports the wrapper from
@@ -159,11 +161,10 @@ class GatedTrigger(BaseTrigger):
                 "No task instance: the failed event's XComs %s are dropped", list(event.xcoms)
             )
             return
-        from airflow.sdk.execution_time.xcom import XCom
-
+        xcom = airflow_internals.xcom_backend()
         for key, value in event.xcoms.items():
             try:
-                await XCom.aset(
+                await xcom.aset(
                     key,
                     value,
                     dag_id=ti.dag_id,

@@ -252,3 +252,42 @@ def test_a_retry_nobody_decided_that_the_model_lets_run_meets_its_pool_too(
     api.task_instances = in_retry(2)
     start(operator(), store)
     assert kept(store).action == "run"
+
+
+_IMPORTS_OF_A_START = """
+import json, os, sys
+os.environ["AIRFLOW_CONN_AIRFLOW_API_DEFAULT"] = json.dumps(
+    {"conn_type": "retrywindow_airflow_api", "host": "http://127.0.0.1:9", "login": "r"}
+)
+from tests.dependency.test_start_hold import Store, decided_store, operator, start
+store = decided_store() if int(sys.argv[1]) > 1 else Store()
+try:
+    start(operator(), store, try_number=int(sys.argv[1]))
+except Exception as error:  # a retry whose pool cannot be read is held: it raises
+    print(type(error).__name__, file=sys.stderr)
+print("airflow_client" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("try_number", "imported"), [(1, False), (2, True)])
+def test_only_a_start_that_reads_its_pool_imports_the_rest_client(
+    try_number: int, imported: bool
+) -> None:
+    """The REST client is a large generated package: on two busy cores, importing it took
+    a first try's worker most of its time in the pool's slot, for a read it never makes
+    (a first try is not held). A retry, which reads its pool, imports it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_OF_A_START, str(try_number)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == str(imported), done.stderr

@@ -157,3 +157,23 @@ def test_the_sensor_refuses_bad_arguments() -> None:
             "target 'load' is not a task of DAG 'rw_gate_sensor_arguments'; a gate decides "
             "about tasks of its own DAG run (check the task id, including its task group prefix)"
         ]
+
+
+def test_default_args_fill_the_arguments_the_gate_and_the_sensor_share() -> None:
+    from airflow.sdk import DAG
+
+    from airflow_retrywindow import RetryWindowGateOperator, RetryWindowSensor
+
+    shared = {"api_timeout": 7.0, "page_size": 50, "airflow_conn_id": "rw_from_default_args"}
+    with DAG(
+        "rw_gate_default_args",
+        schedule=None,
+        start_date=pendulum.datetime(2026, 1, 1),
+        default_args=shared,
+    ):
+        gate = RetryWindowGateOperator(task_id="gate", targets=["load"])
+        sensor = RetryWindowSensor(task_id="wait", target="load", page_size=20)
+    assert (gate.api_timeout, gate.page_size, gate.airflow_conn_id) == tuple(shared.values())
+    # an argument given to the task wins over default_args
+    assert (sensor.api_timeout, sensor.page_size) == (7.0, 20)
+    assert sensor.airflow_conn_id == "rw_from_default_args"
