@@ -16,7 +16,6 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
-from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailException
 
 from airflow_retrywindow import (
     Deadline,
@@ -25,6 +24,7 @@ from airflow_retrywindow import (
     TerminalFailure,
     Work,
 )
+from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailException
 
 DEADLINE = Deadline.after_data_interval_end(hours=6)
 QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)

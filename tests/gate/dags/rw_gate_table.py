@@ -19,7 +19,6 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
-from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailException
 
 from airflow_retrywindow import (
     Budget,
@@ -30,6 +29,7 @@ from airflow_retrywindow import (
     TerminalFailure,
     Work,
 )
+from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailException
 
 DEADLINE = Deadline.after_data_interval_end(hours=6)
 POOL = "rw_gate_positions"  # 2 slots: one heavy (2) or two light (1) extractions
