@@ -29,8 +29,9 @@ from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailEx
 DEADLINE = Deadline.after_data_interval_end(hours=6)
 QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
 #: each mode's backoff: the deferrable sensor's is longer than the wait it sleeps in the
-#: worker ([retry_window] sensor_short_wait, 10 s); the "short" one is shorter than that
-BACKOFF_SECONDS = {"deferred": 20, "short": 5, "poke": 5, "reschedule": 5}
+#: worker ([retry_window] sensor_short_wait, 30 s in the test's run); the "short" one is
+#: shorter than that, and long enough that a loaded machine starts the sensor within it
+BACKOFF_SECONDS = {"deferred": 50, "short": 20, "poke": 5, "reschedule": 5}
 
 with DAG(
     "rw_gate_sensor",

@@ -130,6 +130,9 @@ with DAG(
             "rerun_append": "append",
         },
         observations="{{ ti.xcom_pull(task_ids='reconcile') }}",
+        # monitor's observation is fresh however long a loaded machine takes between
+        # reconcile and the gate (60 s by default); lookup's, two hours old, is not
+        max_observation_age=timedelta(minutes=30),
         work_unit={
             "business_date": "{{ ds }}",
             "input_partition": "positions/{{ ds_nodash }}",
