@@ -54,7 +54,7 @@ def _record(run_id: str, task_id: str) -> dict[str, Any]:
 #: what a decision says it took from the sensor (``gate``) or the target's policy
 ESTIMATES = ("duration", "validation", "safeRepeat", "deadline")
 #: each mode's backoff in the DAG (rw_gate_sensor.py)
-BACKOFF_SECONDS = {"deferred": 50, "short": 20, "poke": 5, "reschedule": 5}
+BACKOFF_SECONDS = {"deferred": 50, "short": 20, "poke": 20, "reschedule": 20}
 
 
 @pytest.mark.parametrize("mode", list(BACKOFF_SECONDS))

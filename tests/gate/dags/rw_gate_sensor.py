@@ -1,8 +1,8 @@
 """Sensors holding retries: each target really fails, then its sensor decides.
 
-The three ``wait_*`` sensors (deferrable, poke, reschedule) each wait out a
-5 s backoff and let the retry through; they run one after another, and before
-anything else, so that each really waits. ``wait_broken`` skips the retry of a
+The ``wait_*`` sensors (deferrable, short, poke, reschedule) each wait out a 20 s
+backoff (the deferrable one 50 s) and let the retry through; they run one after another,
+and before anything else, so that each really waits. ``wait_broken`` skips the retry of a
 terminal failure, with no work and no deadline of its own: both are its target's
 ``RetryWindowPolicy``'s;
 ``wait_late`` and ``wait_late_hard`` time out on a one-hour backoff.
@@ -31,7 +31,7 @@ QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), sa
 #: each mode's backoff: the deferrable sensor's is longer than the wait it sleeps in the
 #: worker ([retry_window] sensor_short_wait, 30 s in the test's run); the "short" one is
 #: shorter than that, and long enough that a loaded machine starts the sensor within it
-BACKOFF_SECONDS = {"deferred": 50, "short": 20, "poke": 5, "reschedule": 5}
+BACKOFF_SECONDS = {"deferred": 50, "short": 20, "poke": 20, "reschedule": 20}
 
 with DAG(
     "rw_gate_sensor",
