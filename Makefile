@@ -99,7 +99,8 @@ $(MINOR_STAMP): constraints-$(AIRFLOW).txt pyproject.toml $(PACKAGE_FILES) | $(B
 test-distributed: install
 	@$(BIN)/python -m devstack.distributed
 
-# each Airflow minor's subset on its Python: 3.1 on 3.10, 3.2 on 3.12, 3.3 on 3.13 (noxfile.py);
+# each Airflow minor's subset on its Python: 3.1 on 3.10 and 3.2 on 3.12 on a real Airflow, 3.3 on
+# 3.13 what differs by Python (noxfile.py);
 # one: NOX_ARGS="-s airflow-3.1"
 nox: install
 	$(BIN)/nox $(NOX_ARGS)

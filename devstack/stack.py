@@ -59,6 +59,16 @@ PARSE_LIMIT = 300
 STALL_ALLOWED = 180
 #: seconds a task's supervisor waits for one answer of the execution API (Airflow's: 5)
 ANSWER_ALLOWED = 30
+#: Supervisors that heartbeat every 2 s (Airflow's default: 5), far inside a short
+#: heartbeat timeout, for the stacks that time a lost worker. Six failed heartbeats in a row
+#: (Airflow's default: 3) keep what a supervisor tolerates of an unreachable API server at
+#: 10 s, as with Airflow's defaults: with three, the retry-start check had 3 s to read
+#: Airflow, and on two loaded cores the API server took longer to tell its clock, so a
+#: retry was refused as undecidable (fail closed) where the test expected a decision.
+FREQUENT_HEARTBEATS = {
+    "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+    "AIRFLOW__WORKERS__MAX_FAILED_HEARTBEATS": "6",
+}
 
 
 def log(message: str) -> None:

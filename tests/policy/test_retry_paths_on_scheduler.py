@@ -41,7 +41,7 @@ import psutil
 import pytest
 import sqlalchemy
 
-from devstack.stack import ADMIN, AirflowStack, sqlite_stack
+from devstack.stack import ADMIN, FREQUENT_HEARTBEATS, AirflowStack, sqlite_stack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -114,8 +114,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     settings = {
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "1",
-        # healthy supervisors heartbeat every 2 s (default 5), far inside the timeout
-        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+        **FREQUENT_HEARTBEATS,
         SECRET_ENV: SECRET,
         CREDENTIALS_ENV: json.dumps(CREDENTIALS),
         SYNTAX_CREDENTIALS_ENV: json.dumps(SYNTAX_CREDENTIALS),

@@ -68,7 +68,7 @@ import pytest
 pytest.importorskip("airflow.providers.google.cloud.operators.bigquery")
 
 from devstack.bigquery_standin import BigQueryStandIn, JobScript, bigquery_standin
-from devstack.stack import AirflowStack, sqlite_stack
+from devstack.stack import FREQUENT_HEARTBEATS, AirflowStack, sqlite_stack
 from tests.resumable import kept_decisions as kept
 from tests.resumable.kept_decisions import EVIDENCE_KEY, decision_of
 
@@ -304,7 +304,7 @@ def stack(
     settings = {
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "1",
-        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+        **FREQUENT_HEARTBEATS,
         "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": str(IMPORT_TIMEOUT),
         "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": str(IMPORT_TIMEOUT + 30),
         # every run of the module at once

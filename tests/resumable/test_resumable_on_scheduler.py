@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from devstack.job_service import FAILED, JobService, Script, Step, job_service
-from devstack.stack import AirflowStack, sqlite_stack
+from devstack.stack import FREQUENT_HEARTBEATS, AirflowStack, sqlite_stack
 from tests.resumable import kept_decisions as kept
 from tests.resumable.kept_decisions import EVIDENCE_KEY, decision_of
 
@@ -120,7 +120,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     settings = {
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "1",
-        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+        **FREQUENT_HEARTBEATS,
         # every run of the module at once
         "AIRFLOW__CORE__PARALLELISM": str(len(CASES) + 2),
     }
