@@ -58,16 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from airflow.sdk import (
-    DAG,
-    BaseOperator,
-    ExceptionRetryPolicy,
-    Param,
-    ResumableJobMixin,
-    RetryAction,
-    RetryRule,
-    task,
-)
+from airflow.sdk import DAG, BaseOperator, Param, task
 
 from airflow_retrywindow import (
     Budget,
@@ -78,6 +69,13 @@ from airflow_retrywindow import (
     RetryWindowSensor,
     Work,
 )
+from airflow_retrywindow.policies.retry_policy import refuse_before_retry_policies
+
+try:  # Airflow 3.3's retry policies and resumable jobs (AIP-105)
+    from airflow.sdk import ExceptionRetryPolicy, ResumableJobMixin, RetryAction, RetryRule
+except ImportError:  # an older Airflow: this file's import error says why, not which name
+    refuse_before_retry_policies()
+    raise
 
 POOL = "positions_db"  # 2 slots: one heavy extraction or two light tasks at once
 TRANSFORM_VERSION = "v3"
