@@ -1,8 +1,9 @@
 """Whether one starting retry runs, probes, waits or is refused while its pool fails (pure).
 
 **Probes.** Rounds of ``round_seconds`` run on the API server's clock. Each round's
-probes are the first ``min_probes`` of the retries a read lists (the pool's first 100
-in a retry, by id), ordered by a hash of the pool, the round and the task instance.
+probes are the first ``min_probes`` of the failing task instances a read lists (the
+pool's first 100 in a retry, by id, and the newest 100 waiting for one), ordered by a
+hash of the pool, the round and the task instance.
 Every worker and triggerer that reads the same pool in the same round orders them
 alike, so no lock is needed; the order changes every round, so the probes rotate. A
 task instance probes at most once a round; one the triggerer woke for its probe probes

@@ -125,6 +125,7 @@ class PoolCount:
     :param since: from when the successes were counted: when the failing began.
     :param forced: ``"open"`` or ``"closed"`` when on-call forces the state.
     :param clock_offset: the API server's clock minus the reader's, as the read measured it.
+    :param waiting_tries: the newest :data:`CANDIDATES` of those waiting for a retry.
     """
 
     pool: str
@@ -138,6 +139,7 @@ class PoolCount:
     since: pendulum.DateTime
     forced: str | None = None
     clock_offset: timedelta = timedelta(0)
+    waiting_tries: tuple[PoolTry, ...] = ()
 
     def state(self, settings: DependencySettings) -> DependencyState:
         """The dependency's state as this read shows it."""
@@ -157,12 +159,30 @@ class PoolCount:
             read_at=self.read_at,
             failing=failing,
             held=self.in_retry,
-            candidates=tuple(item.key for item in self.candidates),
+            candidates=probe_candidates(self.candidates, self.waiting_tries),
             failing_since=failing_since(self.candidates, self.last_failure),
             last_success=self.last_success,
             successes=self.successes,
             clock_offset=self.clock_offset,
         )
+
+
+def probe_candidates(
+    in_retry: tuple[PoolTry, ...], waiting: tuple[PoolTry, ...]
+) -> tuple[TaskKey, ...]:
+    """The task instances a round's probes are drawn from: every failing one listed, in a
+    retry or waiting for one.
+
+    A task instance goes on failing through the outage, between its retry's start (in a
+    retry) and its failure (waiting): drawn from both, a round's order stays the same
+    while retries start one after another and failed probes wait for their next try.
+    Drawn from those in a retry alone, each retry that started ahead of the others, or
+    after the round's probe failed and left them, found itself first and probed.
+    """
+    keys = [item.key for item in in_retry]
+    listed = set(keys)
+    keys.extend(item.key for item in waiting if item.key not in listed)
+    return tuple(keys)
 
 
 def failing_since(
@@ -184,7 +204,8 @@ class DependencyState:
     :param read_at: when it was read, on the API server's clock.
     :param failing: task instances failing: waiting for a retry, or in one.
     :param held: those in a retry, held or under way.
-    :param candidates: the retries the round's probes are drawn from (the first by id).
+    :param candidates: the failing task instances the round's probes are drawn from:
+        those in a retry (the first by id) and those waiting for one (the newest).
     :param failing_since: the earliest sign of the failing, as far as the read shows.
     :param last_success: the newest success since the failing began.
     :param successes: successes of the pool since the failing began.

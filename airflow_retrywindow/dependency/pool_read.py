@@ -6,9 +6,9 @@ The retry-start check (:mod:`.check`), the triggerer's hold
 of the same pool. A read is at most three requests, each a count with at most one page
 of 100 rows, whatever the pool holds (:class:`~.fleet.PoolCount`):
 
-1. the task instances waiting for a retry, and the newest of them (one row);
-2. those in a retry, held or under way, and the first 100 of them by id (the probes'
-   candidates);
+1. the task instances waiting for a retry, and the newest 100 of them;
+2. those in a retry, held or under way, and the first 100 of them by id: with the
+   waiting ones, the probes' candidates;
 3. the pool's successes since the failing began, and the newest of them (one row):
    only when enough are failing to trip it.
 
@@ -78,7 +78,8 @@ def read_pool(
     :param now: this worker's "now" (default: the clock's after the first two requests).
     :raises Exception: whatever the client raises when the pool cannot be read.
     """
-    waiting = api.pool_listing(pool, {UP_FOR_RETRY}, order_by="-end_date", limit=1)
+    # the newest first, and with those in a retry the probes' candidates
+    waiting = api.pool_listing(pool, {UP_FOR_RETRY}, order_by="-end_date", limit=CANDIDATES)
     in_retry = api.pool_listing(
         pool, IN_RETRY, try_numbers=RETRY_TRIES, order_by="id", limit=CANDIDATES
     )
@@ -107,6 +108,7 @@ def read_pool(
         since=since,
         forced=forced,
         clock_offset=read_at - local,
+        waiting_tries=waiting.rows,
     )
 
 

@@ -123,6 +123,32 @@ def test_each_round_probes_its_budget_and_every_other_retry_is_held() -> None:
     assert actions.count(HOLD) == 11
 
 
+def test_retries_starting_one_by_one_in_a_round_probe_its_budget_once() -> None:
+    """Twelve first tries failed; their retries start one after another in one round,
+    each reading the pool as it starts. A retry joining the ones in a retry, or a failed
+    probe going back to wait for its next try, does not move the round's probe: the
+    probes are drawn from every failing task instance, waiting ones included."""
+    ended = T0 + timedelta(seconds=2)
+    tries = {n: a_try(n, "up_for_retry", try_number=1, end=ended) for n in range(12)}
+    actions = []
+    for step, n in enumerate((5, 0, 11, 3, 8, 1, 10, 6, 2, 9, 4, 7)):
+        at = T0 + timedelta(seconds=17 + 3 * step)
+        tries[n] = a_try(n, "running", start=at)
+        state = read(list(tries.values()), at + timedelta(seconds=1))
+        assert state.state == OPEN
+        found = admit(state, retry_of(tries[n]), SETTINGS).action
+        actions.append(found)
+        # a probe fails against the outage and waits for its next try; a held one defers
+        tries[n] = (
+            a_try(n, "up_for_retry", start=at, end=at + timedelta(seconds=1))
+            if found == PROBE
+            else a_try(n, "deferred", start=at)
+        )
+    assert round_of(T0 + timedelta(seconds=17 + 3 * 12), SETTINGS) == round_of(T0, SETTINGS)
+    assert actions.count(PROBE) == SETTINGS.min_probes
+    assert actions.count(HOLD) == 12 - SETTINGS.min_probes
+
+
 def test_readers_of_the_same_pool_in_the_same_round_pick_the_same_probes() -> None:
     one = outage()
     later = read(held_retries(), one.read_at + timedelta(seconds=30))
