@@ -204,4 +204,4 @@ def _client_cert() -> tuple[str, str] | None:
 
 
 def _now() -> pendulum.DateTime:
-    return pendulum.from_timestamp(time.time(), tz="UTC")
+    return pendulum.now("UTC")

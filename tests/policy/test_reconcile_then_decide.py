@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+import pendulum
 import pytest
 from airflow.sdk.exceptions import (
     AirflowFailException,
@@ -109,15 +110,24 @@ def test_a_confirmed_failure_waits_out_the_models_backoff_in_the_same_try() -> N
     assert jobs.calls["submit"] == 1
 
 
-def test_a_rescheduled_try_keeps_the_first_time_the_failure_was_seen() -> None:
+def test_a_rescheduled_try_keeps_the_first_time_the_failure_was_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     jobs, store = Jobs(), Store()
     task = job_operator(jobs, policy(), retry_delay=30)
     lost_after_submit(task, store)
     jobs.statuses["load_a1"] = "FAILED"
+    # each start on a stopped clock, the second 10 s after the first and on the same
+    # fraction of a second: its decision rounds alike, and had it taken its own read for
+    # the failure's end, its start would be 10 s later
+    seen = pendulum.now("UTC").add(seconds=1).replace(microsecond=900_000)
+    monkeypatch.setattr(pendulum, "now", lambda tz=None: seen)
     with pytest.raises(AirflowRescheduleException) as first:
         start(task, store, 2)
+    monkeypatch.setattr(pendulum, "now", lambda tz=None: seen.add(seconds=10))
     with pytest.raises(AirflowRescheduleException) as again:
         start(task, store, 2)  # started again before the backoff ran out
+    assert first.value.reschedule_date >= seen.add(seconds=30)
     assert again.value.reschedule_date == first.value.reschedule_date
     assert latest(store)["reconciliation"]["failedSince"] is not None
 
