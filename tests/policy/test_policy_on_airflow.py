@@ -14,6 +14,8 @@ from tests.policy.airflow_runs import evidence, install_dags, query, run_dag, tr
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=5.5)]
 HOUR = 3600
+#: a DAG of tasks each refused a retry in its own way, run once for the module
+REFUSALS = "rw_refusals"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,19 +60,25 @@ def test_evidence_replays_byte_for_byte_offline(backoff_run: str) -> None:
     assert replay.stdout == json.dumps(latest["result"], sort_keys=True) + "\n"
 
 
+@pytest.fixture(scope="module")
+def refusals(dags: None) -> tuple[str, str]:
+    """The run of ``rw_refusals``, each of whose tasks is refused a retry: run id, output."""
+    return run_dag(REFUSALS, deadline_in=HOUR)
+
+
 @pytest.mark.parametrize(
-    ("dag_id", "task_id", "decision"),
+    ("task_id", "decision"),
     [
-        ("rw_unknown", "append", "reconcile-remote"),
-        ("rw_timeout", "submit", "reconcile-remote"),
-        ("rw_not_safe", "write_append", "reconcile-effects"),
+        ("append", "reconcile-remote"),
+        ("submit", "reconcile-remote"),
+        ("write_append", "reconcile-effects"),
     ],
 )
-def test_refused_after_one_try(dag_id: str, task_id: str, decision: str) -> None:
-    run_id, output = run_dag(dag_id, deadline_in=HOUR)
-    history = tries(dag_id, run_id, task_id)
+def test_refused_after_one_try(refusals: tuple[str, str], task_id: str, decision: str) -> None:
+    run_id, output = refusals
+    history = tries(REFUSALS, run_id, task_id)
     assert [t.state for t in history] == ["failed"]
-    stored = evidence(dag_id, run_id, task_id)
+    stored = evidence(REFUSALS, run_id, task_id)
     assert stored is not None
     assert stored["latest"]["result"]["tasks"][0]["decision"] == decision
     assert stored["latest"]["action"] == "fail"
@@ -89,25 +97,24 @@ def test_next_attempt_past_the_deadline_is_refused() -> None:
     assert "deadline-infeasible: next attempt would start" in output
 
 
-def test_attempts_run_out_at_retries_plus_one() -> None:
-    run_id, _ = run_dag("rw_exhausted", deadline_in=HOUR)
-    history = tries("rw_exhausted", run_id, "archive")
+def test_attempts_run_out_at_retries_plus_one(refusals: tuple[str, str]) -> None:
+    run_id, _ = refusals
+    history = tries(REFUSALS, run_id, "archive")
     assert [t.state for t in history] == ["failed", "failed"]
-    stored = evidence("rw_exhausted", run_id, "archive")
+    stored = evidence(REFUSALS, run_id, "archive")
     assert stored is not None
     decisions = [d["result"]["tasks"][0]["decision"] for d in stored["decisions"]]
     assert decisions == ["wait-backoff", "attempts-exhausted"]
     assert stored["latest"]["fixture"]["policy"]["maxAttempts"] == 2
 
 
-def test_broken_deadline_fails_closed() -> None:
-    run_id, output = run_dag("rw_broken_deadline", deadline_in=HOUR)
-    assert [t.state for t in tries("rw_broken_deadline", run_id, "report")] == ["failed"]
-    assert "action=fail" in output
+def test_broken_deadline_fails_closed(refusals: tuple[str, str]) -> None:
+    run_id, output = refusals
+    assert [t.state for t in tries(REFUSALS, run_id, "report")] == ["failed"]
     assert "gate-error: the retry window could not be evaluated" in output
     assert "KeyError: 'deadline_table'" in output
     # kept like any decision, without a fixture: there was nothing the model could see
-    stored = evidence("rw_broken_deadline", run_id, "report")
+    stored = evidence(REFUSALS, run_id, "report")
     assert stored is not None
     latest = stored["latest"]
     assert (latest["action"], latest["failure"]) == ("fail", None)
@@ -115,14 +122,11 @@ def test_broken_deadline_fails_closed() -> None:
     assert latest["reason"] == "gate-error: KeyError: 'deadline_table'"
 
 
-@pytest.mark.parametrize(
-    ("dag_id", "task_id"),
-    [("rw_execution_timeout", "slow_submit"), ("rw_chained_timeout", "wrapped_submit")],
-)
-def test_timeouts_are_unknown_outcomes(dag_id: str, task_id: str) -> None:
-    run_id, _ = run_dag(dag_id, deadline_in=HOUR)
-    assert [t.state for t in tries(dag_id, run_id, task_id)] == ["failed"]
-    stored = evidence(dag_id, run_id, task_id)
+@pytest.mark.parametrize("task_id", ["slow_submit", "wrapped_submit"])
+def test_timeouts_are_unknown_outcomes(refusals: tuple[str, str], task_id: str) -> None:
+    run_id, _ = refusals
+    assert [t.state for t in tries(REFUSALS, run_id, task_id)] == ["failed"]
+    stored = evidence(REFUSALS, run_id, task_id)
     assert stored is not None
     latest = stored["latest"]
     assert (latest["failure"], latest["action"]) == ("unknown", "fail")

@@ -1,7 +1,9 @@
 """DAGs whose tasks really fail, for testing RetryWindowPolicy on a real Airflow.
 
 Each run's deadline is ``run_after + conf["deadline_in"]`` seconds, so a test
-sets how much time is left without depending on the wall clock.
+sets how much time is left without depending on the wall clock. ``rw_refusals`` holds
+one task per way a failure ends with its first try or its attempts, each on its own
+(one ``airflow dags test`` run decides them all).
 """
 
 from __future__ import annotations
@@ -55,22 +57,6 @@ with _dag("rw_backoff"):
 
     flaky()
 
-with _dag("rw_unknown"):
-
-    @task(retries=3, retry_policy=_policy(), **GATED)
-    def append():  # type: ignore[no-untyped-def]
-        raise OutcomeUnknown("load response lost after submission", remote_job_id="job-1")
-
-    append()
-
-with _dag("rw_timeout"):
-
-    @task(retries=3, retry_policy=_policy(), **GATED)
-    def submit():  # type: ignore[no-untyped-def]
-        raise TimeoutError("no answer after submitting the job")
-
-    submit()
-
 with _dag("rw_deadline"):
 
     @task(retries=3, retry_policy=_policy(duration=timedelta(minutes=5)), **GATED)
@@ -79,52 +65,36 @@ with _dag("rw_deadline"):
 
     long_load()
 
-with _dag("rw_exhausted"):
-
-    @task(retries=1, retry_policy=_policy(), **GATED)
-    def archive():  # type: ignore[no-untyped-def]
-        raise ConnectionError("always failing")
-
-    archive()
-
-with _dag("rw_not_safe"):
-
-    @task(retries=3, retry_policy=_policy(safe_repeat=False), **GATED)
-    def write_append():  # type: ignore[no-untyped-def]
-        raise ConnectionError("failed after writing some rows")
-
-    write_append()
-
 
 def _broken(context):  # type: ignore[no-untyped-def]
     raise KeyError("deadline_table")
 
 
-with _dag("rw_broken_deadline"):
+with _dag("rw_refusals"):
+
+    @task(retries=3, retry_policy=_policy(), **GATED)
+    def append():  # type: ignore[no-untyped-def]
+        raise OutcomeUnknown("load response lost after submission", remote_job_id="job-1")
+
+    @task(retries=3, retry_policy=_policy(), **GATED)
+    def submit():  # type: ignore[no-untyped-def]
+        raise TimeoutError("no answer after submitting the job")
+
+    @task(retries=3, retry_policy=_policy(safe_repeat=False), **GATED)
+    def write_append():  # type: ignore[no-untyped-def]
+        raise ConnectionError("failed after writing some rows")
+
+    @task(retries=1, retry_policy=_policy(), **GATED)
+    def archive():  # type: ignore[no-untyped-def]
+        raise ConnectionError("always failing")
 
     @task(retries=3, retry_policy=_policy(deadline=Deadline.computed(_broken)), **GATED)
     def report():  # type: ignore[no-untyped-def]
         raise ConnectionError("transient failure")
 
-    report()
-
-with _dag("rw_clear"):
-
-    @task(retries=1, retry_policy=_policy(), **GATED)
-    def monitor():  # type: ignore[no-untyped-def]
-        raise ConnectionError("still failing")
-
-    monitor()
-
-with _dag("rw_execution_timeout"):
-
     @task(retries=3, retry_policy=_policy(), execution_timeout=timedelta(seconds=1), **GATED)
     def slow_submit():  # type: ignore[no-untyped-def]
         time.sleep(30)  # Airflow's execution_timeout ends it after 1 s
-
-    slow_submit()
-
-with _dag("rw_chained_timeout"):
 
     @task(retries=3, retry_policy=_policy(), **GATED)
     def wrapped_submit():  # type: ignore[no-untyped-def]
@@ -133,7 +103,16 @@ with _dag("rw_chained_timeout"):
         except TimeoutError as error:
             raise AirflowException("the load step failed") from error
 
-    wrapped_submit()
+    for each in (append, submit, write_append, archive, report, slow_submit, wrapped_submit):
+        each()
+
+with _dag("rw_clear"):
+
+    @task(retries=1, retry_policy=_policy(), **GATED)
+    def monitor():  # type: ignore[no-untyped-def]
+        raise ConnectionError("still failing")
+
+    monitor()
 
 with _dag("rw_mapped"):
 
