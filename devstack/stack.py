@@ -59,6 +59,13 @@ PARSE_LIMIT = 300
 STALL_ALLOWED = 180
 #: seconds a task's supervisor waits for one answer of the execution API (Airflow's: 5)
 ANSWER_ALLOWED = 30
+#: seconds a writer waits for SQLite's lock (its default: 5): on a loaded machine the API
+#: server's audit log insert waited longer and answered 500
+SQLITE_LOCK_WAIT = 30
+#: seconds the tests wait for one answer of the REST API: a write there may first wait out
+#: SQLite's lock; a trigger right after a shared stack's DAG processor stored nine files'
+#: DAGs timed out at 30 s
+REST_ANSWER_ALLOWED = 3 * SQLITE_LOCK_WAIT
 #: Supervisors that heartbeat every 2 s (Airflow's default: 5), far inside a short
 #: heartbeat timeout, for the stacks that time a lost worker. Six failed heartbeats in a row
 #: (Airflow's default: 3) keep what a supervisor tolerates of an unreachable API server at
@@ -138,6 +145,10 @@ class AirflowStack:
             "AIRFLOW__API_AUTH__JWT_SECRET": "retry-window-local-secret",
             "AIRFLOW__CORE__FERNET_KEY": FERNET_KEY,
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # a DAG file is parsed when it is new or changed (every 5 s the DAG processor
+            # looks), not again every 30 s (Airflow's default): the example's folder parsed
+            # that often took 2.5 CPU s a minute of an idle DAG processor, 0.5 without
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
             # a DAG file's parse, a process that imports Airflow and the provider, took
             # over 50 s (Airflow's limit) when five stacks booted at once on two busy
             # cores: it was killed and the DAG never came. Allow minutes.
@@ -303,11 +314,20 @@ class AirflowStack:
         with self.engine.connect() as db:
             return list(db.execute(sqlalchemy.text(sql), params))
 
-    def wait_for_dag(self, dag_id: str, timeout: float = PARSE_LIMIT + 60) -> None:
-        """Wait until the DAG processor has parsed and stored the DAG."""
+    def wait_for_dag(
+        self, dag_id: str, timeout: float = PARSE_LIMIT + 60, *, folder: str = ""
+    ) -> None:
+        """Wait until the DAG processor has parsed and stored the DAG.
+
+        :param folder: where in the DAG folder an import error fails the wait (``name/``);
+            by default anywhere.
+        """
 
         def parsed() -> bool:
-            errors = self.rows("select filename, stacktrace from import_error")
+            errors = self.rows(
+                "select filename, stacktrace from import_error where filename like :f",
+                f=f"{folder}%",
+            )
             if errors:
                 raise RuntimeError(
                     f"the DAG processor could not import {errors[0][0]}:\n{errors[0][1]}"
@@ -352,7 +372,7 @@ class AirflowStack:
             headers["Authorization"] = f"Bearer {token}"
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data, headers, method=method)
-        with urllib.request.urlopen(request, timeout=30) as answer:
+        with urllib.request.urlopen(request, timeout=REST_ANSWER_ALLOWED) as answer:
             return json.loads(answer.read() or b"null")
 
     def clear(
@@ -441,9 +461,7 @@ def sqlite_stack(
     """
     stack = AirflowStack(
         home=home,
-        # a writer waits up to 30 s for SQLite's lock (5 s by default): on a loaded machine
-        # the API server's audit log insert waited longer and answered 500
-        database_url=f"sqlite:///{home}/airflow.db?timeout=30",
+        database_url=f"sqlite:///{home}/airflow.db?timeout={SQLITE_LOCK_WAIT}",
         dags_folder=dags_folder,
         extra_env=dict(extra_env or {}),
     )

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from devstack.stack import API_CONNECTION, POOL, PREPARED_FOLDER_ENV, prepared_sqlite_db
-from tests.shared_stack import ModulesTogether, shared_stack
+from tests.shared_stack import ModulesTogether, shared_stacks, stop_when_done
 
-__all__ = ["shared_stack"]  # a fixture of every module that shares the stack
+__all__ = ["shared_stacks"]  # a fixture of every module that shares a stack
 
 ROOT = Path(__file__).resolve().parent.parent
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="retrywindow-airflow-"))
@@ -32,10 +32,6 @@ os.environ.update(
         "AIRFLOW__CORE__DAGS_FOLDER": str(AIRFLOW_HOME / "dags"),
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        # the test stacks parse a DAG file when they find it (every 5 s they look), and no
-        # test edits a file once parsed: re-parsing the example DAG every 30 s, Airflow's
-        # default, cost each stack a few per cent of a core for nothing
-        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
     }
 )
 # the run's workers inherit this process's environment: they share one prepared DB
@@ -57,6 +53,13 @@ def airflow_db() -> Iterator[Path]:
         db.execute("delete from connection where conn_id = ?", (API_CONNECTION,))
         db.execute("delete from slot_pool where pool = ?", (POOL[0],))
     yield AIRFLOW_HOME
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """A shared stack is stopped once the last test sharing it ran, its module's fixtures
+    torn down."""
+    stop_when_done(item, nextitem)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ModulesTogether:
