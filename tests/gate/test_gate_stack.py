@@ -3,7 +3,9 @@
 A person clears the guarded work; the gate decides the repeat from the real
 task instances and the evidence the retry policy left, map index by map index
 for a mapped load and a load in a mapped task group. A deferrable sensor waits
-out a backoff in the triggerer, holding no worker slot, then lets the retry run.
+out a backoff in the triggerer, holding no worker slot, then lets the retry run. On the
+stack it shares with the modules configured alike (:mod:`tests.shared_stack`), beside the
+mapped load its DAG shares with the ``dags test`` DAG ``rw_gate_mapped``.
 
 One clock: the gate and the retry policy run in a process whose clock Debian's
 ``faketime`` sets ahead of or behind this API server's, and measure the skew
@@ -25,32 +27,23 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pendulum
 import pytest
 
-from devstack.stack import AirflowStack, sqlite_stack
+from devstack.stack import AirflowStack
 from tests.gate.frozen_server_clock import server_clock_stopped_at
+from tests.shared_stack import SharedStacks, for_module
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=5)]
-DAGS = Path(__file__).with_name("stack_dags")
-#: the mapped load rw_gate_mapped_clear shares with the dags test DAG rw_gate_mapped
-SHARED_LOADS = Path(__file__).with_name("dags") / "mapped_loads.py"
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
-    home = tmp_path_factory.mktemp("gate-stack")
-    dags = home / "dags"
-    shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(SHARED_LOADS, dags)
-    services = ["api-server", "scheduler", "dag-processor", "triggerer"]
-    dag_ids = ["rw_gate_clear", "rw_gate_defer", "rw_gate_mapped_clear"]
-    with sqlite_stack(home, services, dag_ids, dags_folder=dags) as running:
-        yield running
+def stack(shared_stacks: SharedStacks) -> AirflowStack:
+    return for_module(
+        shared_stacks, __file__, ["rw_gate_clear", "rw_gate_defer", "rw_gate_mapped_clear"]
+    )
 
 
 def _record(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.shared_stack import MODULES, ModulesTogether
+from tests.shared_stack import MODULES, STACKS, ModulesTogether
 
 
 def _scope(nodeid: str) -> str:
@@ -10,10 +10,12 @@ def _scope(nodeid: str) -> str:
     return ModulesTogether._split_scope(object.__new__(ModulesTogether), nodeid)
 
 
-def test_the_modules_sharing_the_stack_are_one_unit_of_work() -> None:
-    scopes = {_scope(f"{module}::test_one[case]") for module in MODULES}
-    assert len(MODULES) >= 2
-    assert len(scopes) == 1
+def test_the_modules_sharing_a_stack_are_one_unit_of_work() -> None:
+    for sharing in STACKS:
+        scopes = {_scope(f"{module}::test_one[case]") for module in sharing.modules}
+        assert len(sharing.modules) >= 2
+        assert scopes == {sharing.name}
+    assert len({sharing.name for sharing in STACKS}) == len(STACKS)
 
 
 def test_every_other_module_is_a_unit_of_its_own() -> None:

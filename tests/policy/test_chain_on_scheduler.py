@@ -9,33 +9,30 @@ that fails ends the task ``repair-cause``, one retried after 60 s against a dead
 declared unknown is ``reconcile-remote``. A slow classifier is not waited for past
 its bound. A chain with a RETRY rule before the window is an import error.
 
-A stack of its own: its DAG folder holds a DAG the DAG processor refuses, and its
-services carry the test model's connection.
+On the stack it shares with the modules configured alike (:mod:`tests.shared_stack`),
+whose services carry the test model's connection; its DAG folder there holds a DAG the
+DAG processor refuses.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from devstack.stack import AirflowStack, sqlite_stack
+from devstack.stack import AirflowStack
 from tests.policy.chains import chain_class
 from tests.policy.test_api_outage_on_scheduler import evidence
+from tests.shared_stack import SharedStacks, for_module, module_folder
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=3)]
 chain_class()  # its DAGs chain with common.compat's ChainRetryPolicy: skipped without it
 
-DAGS = Path(__file__).with_name("chain_dags")
-#: what the chain DAGs share with the scheduler paths' DAGs, copied beside them
-COUNTED_TRIES = Path(__file__).with_name("scheduler_dags") / "counted_tries.py"
-SERVICES = ("api-server", "scheduler", "dag-processor")
 EVIDENCE_KEY = "retry_window.evidence"
-#: pydantic-ai's TestModel, through a connection in the services' environment
-MODEL_CONNECTION = json.dumps({"conn_type": "pydanticai", "extra": {"model": "test"}})
+#: the DAG file the DAG processor refuses, added to the module's folder once its DAGs run
+REFUSED = Path(__file__).with_name("chain_dags") / "refused" / "rw_chain_refused.py"
 HAS_COMMON_AI = True
 try:
     import airflow.providers.common.ai.policies.retry  # noqa: F401
@@ -53,28 +50,29 @@ RUN_TIMEOUT = 240
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
-    home = tmp_path_factory.mktemp("chain-stack")
-    dags = home / "dags"
-    shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(COUNTED_TRIES, dags)
-    settings = {"AIRFLOW_CONN_RW_TEST_MODEL": MODEL_CONNECTION}
-    with sqlite_stack(home, SERVICES, [], dags_folder=dags, extra_env=settings) as running:
-        running.wait_for(
-            lambda: (
-                bool(running.rows("select 1 from import_error"))
-                and len(running.rows("select dag_id from serialized_dag")) >= len(DAG_TASKS)
-            ),
-            "the DAG processor to parse both DAG files",
-            timeout=300,
-        )
-        yield running
+def stack(shared_stacks: SharedStacks) -> AirflowStack:
+    stack = for_module(shared_stacks, __file__, DAG_TASKS)
+    shutil.copy(REFUSED, module_folder(stack, __file__) / REFUSED.name)
+
+    stack.wait_for(
+        lambda: bool(_refusal(stack)),
+        f"the DAG processor to refuse {REFUSED.name}",
+        timeout=300,
+    )
+    return stack
+
+
+def _refusal(stack: AirflowStack) -> list[Any]:
+    """The refused DAG file's import error: (its stack trace,), once reported."""
+    return stack.rows(
+        "select stacktrace from import_error where filename like :f", f=f"%/{REFUSED.name}"
+    )
 
 
 @pytest.fixture(scope="module")
 def runs(stack: AirflowStack) -> dict[str, tuple[str, Path]]:
     """One run of every DAG, all triggered before any test waits for one: (run id, counter)."""
-    files = stack.home / "task-files"
+    files = stack.home / "chain-task-files"
     files.mkdir()
     started = {}
     for dag_id in DAG_TASKS:
@@ -97,8 +95,7 @@ def body_runs(runs: dict[str, tuple[str, Path]], dag_id: str, task_id: str) -> l
 def test_a_chain_with_a_retry_rule_before_the_window_is_refused_at_parse(
     stack: AirflowStack,
 ) -> None:
-    ((filename, text),) = stack.rows("select filename, stacktrace from import_error")
-    assert Path(filename).name == "rw_chain_refused.py"
+    ((text,),) = _refusal(stack)
     assert "AirflowClusterPolicyViolation" in text
     assert (
         "retry window gate: task 'load': retry_policy.policies[0] (ExceptionRetryPolicy) is "

@@ -22,7 +22,7 @@ import pytest
 from airflow_retrywindow import Deadline
 from airflow_retrywindow.timing.jitter import Jitter, TryKey
 from devstack.stack import AirflowStack
-from tests.shared_stack import for_module
+from tests.shared_stack import SharedStacks, for_module
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -73,9 +73,9 @@ def _utc(value: Any) -> pendulum.DateTime:
 
 
 @pytest.fixture(scope="module")
-def run(shared_stack: AirflowStack) -> Run:
+def run(shared_stacks: SharedStacks) -> Run:
     """The stack's one scheduled run, ended."""
-    stack = for_module(shared_stack, __file__, [DAG_ID])
+    stack = for_module(shared_stacks, __file__, [DAG_ID])
 
     def scheduled() -> bool:
         return bool(stack.rows("select 1 from dag_run where dag_id=:d", d=DAG_ID))

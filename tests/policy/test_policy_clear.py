@@ -10,14 +10,14 @@ import json
 import pytest
 
 from devstack.stack import AirflowStack
-from tests.shared_stack import for_module
+from tests.shared_stack import SharedStacks, for_module
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def stack(shared_stack: AirflowStack) -> AirflowStack:
-    return for_module(shared_stack, __file__, ["rw_clear"])
+def stack(shared_stacks: SharedStacks) -> AirflowStack:
+    return for_module(shared_stacks, __file__, ["rw_clear"])
 
 
 def _decisions(stack: AirflowStack, run_id: str) -> list[dict[str, object]]:

@@ -10,28 +10,29 @@ processor. A trigger that fires within 2 s of the deferral, which Airflow 3.3.2'
 scheduler may fail by its race before a worker does, is decided by the model on
 either branch, never refused as undecided.
 
-One stack (API server, scheduler, DAG processor, triggerer; LocalExecutor on
-SQLite) serves the module; every run is triggered before any test waits.
+On the stack it shares with the modules configured alike (:mod:`tests.shared_stack`: API
+server, scheduler, DAG processor, triggerer; LocalExecutor on SQLite), whose services
+import the probe trigger by its classpath from this module's DAG folder; every run is
+triggered before any test waits.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devstack.stack import AirflowStack, free_port, sqlite_stack
+from devstack.stack import AirflowStack
+from tests.shared_stack import SharedStacks, for_module, module_folder
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.1)]
 
 DAGS = Path(__file__).with_name("trigger_dags")
 REFUSED = DAGS / "refused" / "rw_start_from_trigger.py"
-SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 DAG_ID = "rw_trigger_failed_event"
 #: its trigger fires 0.5 s after the deferral
 FAST_DAG_ID = "rw_trigger_fires_fast"
@@ -63,27 +64,15 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
-    """A SQLite stack with a triggerer; the DAG folder is importable by every service."""
-    home = tmp_path_factory.mktemp("trigger-paths")
-    dags = home / "dags"
-    # the refused DAG is added later: the stack waits for a folder without import errors
-    shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__", "refused"))
-    settings = {
-        # the triggerer imports the probe trigger by its classpath, without parsing DAGs
-        "PYTHONPATH": str(dags),
-        # the triggerer serves its logs on 8794 by default; other stacks may hold it
-        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-    }
-    dag_ids = [DAG_ID, FAST_DAG_ID]
-    with sqlite_stack(home, SERVICES, dag_ids, dags_folder=dags, extra_env=settings) as running:
-        yield running
+def stack(shared_stacks: SharedStacks) -> AirflowStack:
+    # the refused DAG is added by its test: the others run on a folder without it
+    return for_module(shared_stacks, __file__, [DAG_ID, FAST_DAG_ID])
 
 
 @pytest.fixture(scope="module")
 def runs(stack: AirflowStack) -> dict[str, Run]:
     """A run with no time for another attempt and one with an hour, both triggered at once."""
-    files = stack.home / "task-files"
+    files = stack.home / "trigger-task-files"
     files.mkdir()
     started = {}
     for name, deadline_in, day in (
@@ -241,7 +230,7 @@ def test_a_trigger_that_fires_within_2_s_is_decided_whether_or_not_the_scheduler
 def test_a_gated_task_starting_in_the_triggerer_is_refused_by_the_dag_processor(
     stack: AirflowStack, runs: dict[str, Run]
 ) -> None:
-    shutil.copy(REFUSED, stack.dags_folder / REFUSED.name)
+    shutil.copy(REFUSED, module_folder(stack, __file__) / REFUSED.name)
 
     def reported() -> bool:
         return bool(
