@@ -58,8 +58,9 @@ install: $(STAMP)
 system-packages:
 	@bash devstack/install_system_packages.sh
 
-# three workers on two cores: the tests on a real Airflow mostly wait on it
-TEST_WORKERS ?= 3
+# four workers on two cores: the tests on a real Airflow mostly wait on it (a backoff, an
+# outage, a scheduler loop), and the longest modules take minutes each
+TEST_WORKERS ?= 4
 test: install system-packages
 	$(BIN)/python -m pytest --numprocesses $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
