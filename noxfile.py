@@ -20,9 +20,10 @@ Tests that need Airflow 3.3 (``requires_airflow_3_3``) skip on older minors with
 reason. Each session prints one line, ``Airflow 3.1.8 on Python 3.10: N passed ... in S s``,
 and appends it to ``.test-runs/airflow-versions.txt``, which CI (``.ci/run``) prints.
 
-Alone on a 2-core machine each older minor's session takes 4.5 to 5 minutes; Airflow 3.3's,
-which ran the same subset and the policy on a real Airflow until the suite had it all, under
-one.
+Alone on a 2-core machine each older minor's session takes 5 to 6 minutes, most of it
+waiting out the sensors' backoffs; Airflow 3.3's, which ran the same subset and the policy
+on a real Airflow until the suite had it all, about one. CI runs the older minors' sessions
+one after the other beside the suite, and 3.3's after the wheel check (.ci/run).
 
 The virtualenvs (``.nox/``) are kept and reused, so a second run installs nothing
 new (a fresh clone, as in CI, creates them). pyenv's interpreters are found without
@@ -142,14 +143,8 @@ def _find_pyenv_interpreters() -> None:
 _find_pyenv_interpreters()
 
 
-#: The real-Airflow subset's modules mostly wait (the sensors' backoffs, the view's runs):
-#: two workers wait at once, as `make test`'s four do. Alone, a minor's session took 4.5
-#: to 6 minutes one module after another.
-SUBSET_WORKERS = ["--numprocesses", "2", "--dist", "loadfile"]
-
-
 def _subset(minor: Minor) -> list[str]:
-    return PYTHON_SUBSET if minor.airflow == "3.3" else [*SUBSET_WORKERS, *SUBSET]
+    return PYTHON_SUBSET if minor.airflow == "3.3" else SUBSET
 
 
 def _line(session: nox.Session, minor: Minor, results: Path, seconds: float) -> str:
