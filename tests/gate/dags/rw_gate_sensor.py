@@ -1,7 +1,7 @@
 """Sensors holding retries: each target really fails, then its sensor decides.
 
 The ``wait_*`` sensors (deferrable, short, poke, reschedule) each wait out a 20 s
-backoff (the deferrable one 50 s) and let the retry through; they run one after another,
+backoff (the deferrable one 90 s) and let the retry through; they run one after another,
 and before anything else, so that each really waits. ``wait_broken`` skips the retry of a
 terminal failure, with no work and no deadline of its own: both are its target's
 ``RetryWindowPolicy``'s;
@@ -29,9 +29,12 @@ from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailEx
 DEADLINE = Deadline.after_data_interval_end(hours=6)
 QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
 #: each mode's backoff: the deferrable sensor's is longer than the wait it sleeps in the
-#: worker ([retry_window] sensor_short_wait, 30 s in the test's run); the "short" one is
-#: shorter than that, and long enough that a loaded machine starts the sensor within it
-BACKOFF_SECONDS = {"deferred": 50, "short": 20, "poke": 20, "reschedule": 20}
+#: worker ([retry_window] sensor_short_wait, 30 s in the test's run) by 60 s, so that it
+#: still defers when its sensor starts that late (CI's busiest minutes started it 25 s
+#: after its target failed; with 50 s it had 25 s left and slept them); the "short" one is
+#: shorter than the short wait, and long enough that a loaded machine starts the sensor
+#: within it
+BACKOFF_SECONDS = {"deferred": 90, "short": 20, "poke": 20, "reschedule": 20}
 
 with DAG(
     "rw_gate_sensor",
