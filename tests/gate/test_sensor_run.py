@@ -9,7 +9,7 @@ import pytest
 
 from tests.gate.gate_runs import ApiServer, dags_test, decisions, gate_env, query, states, xcom
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=3.5)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=2.5)]
 DAG_ID = "rw_gate_sensor"
 
 
