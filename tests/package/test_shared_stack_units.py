@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.shared_stack import MODULES, STACKS, ModulesTogether
+from contextlib import ExitStack
+
+from tests.shared_stack import MODULES, STACKS, ModulesTogether, SharedStacks
 
 
 def _scope(nodeid: str) -> str:
@@ -24,3 +26,24 @@ def test_every_other_module_is_a_unit_of_its_own() -> None:
     assert first == "tests/gate/test_gate_run.py"
     assert first != _scope("tests/gate/test_sensor_run.py::test_a")
     assert first not in {_scope(f"{module}::test_a") for module in MODULES}
+
+
+def test_a_shared_stack_stops_after_the_last_test_sharing_it() -> None:
+    stopped: list[str] = []
+    stacks = SharedStacks(factory=None)  # type: ignore[arg-type]  # boots nothing here
+    for sharing in STACKS:
+        stops = ExitStack()
+        stops.callback(stopped.append, sharing.name)
+        stacks._running[sharing.name] = (None, stops)  # type: ignore[assignment]
+    first, second = STACKS
+    one, other = list(first.modules)[:2]
+    elsewhere = next(iter(second.modules))
+    stacks.done(one, other)  # the next test shares the same stack: it keeps running
+    assert stopped == []
+    stacks.done(other, elsewhere)  # the next one shares another
+    assert stopped == [first.name]
+    stacks.done(elsewhere, None)  # the last test of the worker
+    assert stopped == [first.name, second.name]
+    stacks.done("tests/gate/test_gate_run.py", None)  # a module of its own stops nothing
+    stacks.close()
+    assert stopped == [first.name, second.name]
