@@ -63,8 +63,8 @@ ANSWER_ALLOWED = 30
 #: server's audit log insert waited longer and answered 500
 SQLITE_LOCK_WAIT = 30
 #: seconds the tests wait for one answer of the REST API: a write there may first wait out
-#: SQLite's lock; a trigger right after a shared stack's DAG processor stored nine files'
-#: DAGs timed out at 30 s
+#: SQLite's lock, so that the server answers (with an error, where the wait ran out) before
+#: the test gives up on it
 REST_ANSWER_ALLOWED = 3 * SQLITE_LOCK_WAIT
 #: Supervisors that heartbeat every 2 s (Airflow's default: 5), far inside a short
 #: heartbeat timeout, for the stacks that time a lost worker. Six failed heartbeats in a row
