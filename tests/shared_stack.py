@@ -153,14 +153,16 @@ class SharedStacks:
         """Stop the stack ``module`` (a node id's path) shares when ``next_module`` shares
         another, or none."""
         sharing = MODULES.get(module)
-        if sharing is None or sharing is MODULES.get(next_module or ""):
-            return
-        if sharing.name in self._running:
-            self._running.pop(sharing.name)[1].close()
+        if sharing is not None and sharing is not MODULES.get(next_module or ""):
+            self._stop(sharing.name)
 
     def close(self) -> None:
         """Stop every stack still running."""
         for name in list(self._running):
+            self._stop(name)
+
+    def _stop(self, name: str) -> None:
+        if name in self._running:
             self._running.pop(name)[1].close()
 
 
