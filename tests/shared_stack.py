@@ -27,7 +27,7 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -46,11 +46,13 @@ class Sharing:
     :param services: every service one of them needs.
     :param modules: module (its path from the repository root) -> its DAG folder, then the
         files of other folders its DAGs import, copied beside them.
+    :param settings: the services' environment, beyond what every stack is given.
     """
 
     name: str
     services: tuple[str, ...]
     modules: dict[str, tuple[Path, ...]]
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 STACKS = (
@@ -78,17 +80,22 @@ STACKS = (
                 TESTS / "policy" / "scheduler_dags" / "counted_tries.py",
             ),
         },
+        {
+            # pydantic-ai's test model, through a connection: the chains' classifier asks it
+            "AIRFLOW_CONN_RW_TEST_MODEL": json.dumps(
+                {"conn_type": "pydanticai", "extra": {"model": "test"}}
+            ),
+            # The classifier's first answer in a task process imports pydantic-ai and reads
+            # its connection from the API server: 4 s (the default classify_timeout) was
+            # too little on a busy machine, where the window then classified the failure
+            # itself. The chains' DAG gives it 10 s, which needs a clock_read_limit of 20 s:
+            # six failed heartbeats make the supervisor's tolerance 25 s, the limit 24.
+            "AIRFLOW__WORKERS__MAX_FAILED_HEARTBEATS": "6",
+        },
     ),
 )
 #: module (its path from the repository root) -> the stack it shares
 MODULES = {module: sharing for sharing in STACKS for module in sharing.modules}
-#: pydantic-ai's TestModel, through a connection in the services' environment: the chains
-#: with common.ai's classifier ask it (the other modules' DAGs ask no model)
-MODEL_CONNECTION = {
-    "AIRFLOW_CONN_RW_TEST_MODEL": json.dumps(
-        {"conn_type": "pydanticai", "extra": {"model": "test"}}
-    )
-}
 #: a folder of DAGs a module copies into its own, once its other DAGs run (a refused DAG)
 LATER = "refused"
 
@@ -123,7 +130,7 @@ def _boot(sharing: Sharing, home: Path) -> Iterator[AirflowStack]:
             shutil.copy(source, target)
         folders.append(str(target))
     settings = {
-        **MODEL_CONNECTION,
+        **sharing.settings,
         "PYTHONPATH": os.pathsep.join([*folders, os.environ.get("PYTHONPATH", "")]),
         # the triggerer serves its logs on 8794 by default: another stack may hold it
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),

@@ -119,16 +119,19 @@ if ClassifierRetryPolicy is not None:
         ErrorCategory("API throttling or a quota exceeded.", delay=timedelta(seconds=60)),
     )
 
-    def _model(*categories):  # type: ignore[no-untyped-def]
-        # pydantic-ai's test model answers with the first category
-        return ClassifierRetryPolicy(llm_conn_id=MODEL_CONN_ID, categories=dict(categories))
+    def _classified(*categories, **more):  # type: ignore[no-untyped-def]
+        # pydantic-ai's test model answers with the first category. Its first answer in a
+        # task process imports pydantic-ai and reads the connection: 10 s, not the default
+        # 4, for a busy machine (the stack's heartbeat tolerance leaves room for it)
+        model = ClassifierRetryPolicy(llm_conn_id=MODEL_CONN_ID, categories=dict(categories))
+        return _window(classify=model, classify_timeout=10, **more)
 
     with test_dag("rw_chain_classifier"):
 
         @task(
             retries=2,
             retry_delay=timedelta(seconds=1),
-            retry_policy=_window(classify=_model(AUTH, RATE_LIMIT)),
+            retry_policy=_classified(AUTH, RATE_LIMIT),
         )
         def revoked(**context):  # type: ignore[no-untyped-def]
             count(context)
@@ -137,7 +140,7 @@ if ClassifierRetryPolicy is not None:
         @task(
             retries=2,
             retry_delay=timedelta(seconds=1),
-            retry_policy=_window(classify=_model(RATE_LIMIT, AUTH), deadline=_soon),
+            retry_policy=_classified(RATE_LIMIT, AUTH, deadline=_soon),
         )
         def throttled(**context):  # type: ignore[no-untyped-def]
             count(context)
@@ -146,7 +149,7 @@ if ClassifierRetryPolicy is not None:
         @task(
             retries=2,
             retry_delay=timedelta(seconds=1),
-            retry_policy=_window(classify=_model(RATE_LIMIT, AUTH), unknown=[TimeoutError]),
+            retry_policy=_classified(RATE_LIMIT, AUTH, unknown=[TimeoutError]),
         )
         def unanswered(**context):  # type: ignore[no-untyped-def]
             count(context)
