@@ -91,7 +91,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``make test`` spreads the modules over its workers (pytest-xdist, ``--dist loadfile``:
     a module's tests stay together, in order, so its Airflow stack starts once). The
     modules that start an Airflow take minutes each, so they are handed out first, the
-    longest (``slow(minutes=N)``: N is what the module took in CI, on three workers beside
+    longest (``slow(minutes=N)``: N is what the module took in CI, on four workers beside
     the other steps) before the others, and the quick unit tests fill the workers' last
     minutes. The sort is stable: the order inside a module, and of modules
     of one length, stays as collected.

@@ -331,7 +331,7 @@ def test_admin_user_is_configured_for_simple_auth_manager(services: dict[str, An
 
 
 @pytest.mark.airflow
-@pytest.mark.slow
+@pytest.mark.slow(minutes=1.5)
 def test_init_script_sets_up_a_fresh_database(services: dict[str, Any], tmp_path: Path) -> None:
     """Run docker/init.sh with this project's Airflow on SQLite, twice (it must be idempotent)."""
     compose_env = environment(services[INIT])

@@ -26,7 +26,7 @@ import pytest
 
 from devstack.stack import ADMIN, AirflowStack, sqlite_stack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.2)]
 DAGS = Path(__file__).with_name("override_dags")
 DAG_ID = "rw_override"
 APPROVER = "ops_lead"

@@ -27,7 +27,7 @@ import pytest
 
 from devstack.stack import AirflowStack, free_port, sqlite_stack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.1)]
 
 DAGS = Path(__file__).with_name("dags")
 DAG_ID = "rw_metrics"

@@ -26,7 +26,7 @@ from aiosmtpd.controller import Controller
 
 from devstack.stack import AirflowStack, free_port, sqlite_stack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.requires_airflow_3_3]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.2), pytest.mark.requires_airflow_3_3]
 
 DAGS = Path(__file__).with_name("dags")
 DAG_ID = "rw_notify"

@@ -43,7 +43,7 @@ import sqlalchemy
 
 from devstack.stack import ADMIN, FREQUENT_HEARTBEATS, AirflowStack, sqlite_stack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.5)]
 
 DAGS = Path(__file__).with_name("scheduler_dags")
 SERVICES = ("api-server", "scheduler", "dag-processor")

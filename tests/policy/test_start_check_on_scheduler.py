@@ -19,7 +19,7 @@ import pytest
 
 from devstack.stack import ADMIN, AirflowStack, sqlite_stack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.7)]
 DAGS = Path(__file__).with_name("start_check_dags")
 DAG_ID = "rw_start_check"
 POLICY_CHECKS = "AIRFLOW__RETRY_WINDOW__POLICY_CHECKS"
