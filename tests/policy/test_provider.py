@@ -76,9 +76,10 @@ def _airflow(*args: str) -> str:
     return done.stdout
 
 
-#: what ``airflow providers hooks``, ``widgets`` and ``behaviours`` list, read as they read it
-#: from Airflow's providers manager, in one process: each command discovers every installed
-#: provider's hooks again, 23 CPU s for the three (the Google provider's among them)
+#: what ``airflow providers hooks``, ``widgets`` and ``behaviours`` list, read where they read
+#: it, Airflow's providers manager, in one process: each command discovers every installed
+#: provider's hooks again, 23 CPU s for the three (the Google provider's among them). Our
+#: form fields are JSON-schema ones (``conn-fields``), their type in ``schema``.
 LISTINGS = """
 import json
 from airflow.providers_manager import ProvidersManager
@@ -93,8 +94,7 @@ print(json.dumps({
         "hook_name": hook.hook_name,
     },
     "widgets": {
-        name: widget.field.get("schema", {}).get("type", "unknown")
-        if isinstance(widget.field, dict) else widget.field.field_class.__name__
+        name: widget.field["schema"]["type"]
         for name, widget in widgets.items() if widget.package_name == "airflow-retrywindow"
     },
     "behaviours": sorted(manager.field_behaviours),
