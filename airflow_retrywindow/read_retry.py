@@ -136,7 +136,7 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 
 
 def causes(error: BaseException) -> Iterator[BaseException]:
-    """``error`` and every exception it wraps, each once: urllib3 and the REST client
+    """``error`` and every exception it wraps, each once: urllib3 may
     wrap the cause (``MaxRetryError(reason=SSLError(SSLCertVerificationError))``)."""
     seen: set[int] = set()
     pending: list[BaseException] = [error]

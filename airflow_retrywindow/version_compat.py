@@ -134,7 +134,7 @@ def airflow_stats() -> Any:
 
 
 def xcom_key_filter(prefix: str) -> dict[str, Any]:
-    """The REST client's arguments that list the XCom keys starting with ``prefix``.
+    """The query parameters that list the XCom keys starting with ``prefix``.
 
     3.2 added a prefix filter, which an index serves, and an order; 3.1 has a ``LIKE``
     pattern only, in which ``_`` matches any character: the caller keeps exact matches.

@@ -298,9 +298,7 @@ def test_every_imported_distribution_is_declared() -> None:
     assert undeclared == []
 
 
-@pytest.mark.parametrize(
-    "name", ["apache-airflow", "apache-airflow-client", "apache-airflow-providers-standard"]
-)
+@pytest.mark.parametrize("name", ["apache-airflow", "apache-airflow-providers-standard"])
 def test_the_declared_range_starts_at_the_lowest_tested_pin(name: str) -> None:
     specifier: SpecifierSet = declared()[canonicalize_name(name)].specifier
     tested = pins(name)

@@ -173,20 +173,6 @@ def _start_verdict(
     return None
 
 
-def load_reader(context: Mapping[str, Any], *, pool: bool, events: bool) -> None:
-    """Import the REST client when the start check will read through it, before the
-    check's time limit starts: a large generated package, which a loaded worker could
-    spend the whole limit importing (15 s was seen on two busy cores). Only then: a
-    first try, which reads nothing, spent most of its time in the pool's slot on it.
-
-    :param pool: whether the check meets the task's pool (read when it is a dependency).
-    :param events: whether Airflow's event log may be read for a lost try.
-    """
-    dependency = pool and configuration.pool_settings().of(str(context["task"].pool)) is not None
-    if events or dependency:
-        import airflow_client.client  # noqa: F401
-
-
 def held(context: Mapping[str, Any]) -> bool:
     """Whether the starting try was held by its pool: it resumes from that hold."""
     return _waits_in(_kept(context), int(context["ti"].try_number)) is not None

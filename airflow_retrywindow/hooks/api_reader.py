@@ -2,13 +2,14 @@
 
 In Airflow 3 a task cannot query the metadata database; the public REST API
 (``/api/v2``) is the supported way to see other task instances.
-:class:`AirflowApi` handles URLs, tokens, pages and TLS with the official
-``apache-airflow-client``; it returns plain rows (:class:`TaskInstanceRow`,
-:class:`XComKey`, :class:`PoolRow`, :class:`ApprovalRow`) and knows nothing of
-the gate. :class:`~airflow_retrywindow.hooks.airflow_api.AirflowApiHook` builds one
-from an Airflow connection (default id ``airflow_api_default``). Importing this
-module imports neither Airflow nor the client, so the gate's stages can use its
-rows without Airflow.
+:class:`AirflowApi` handles URLs, tokens, pages and TLS with urllib3, and reads
+each answer as Airflow's OpenAPI document describes it
+(:mod:`~airflow_retrywindow.hooks.api_answer`); it returns plain rows
+(:class:`TaskInstanceRow`, :class:`XComKey`, :class:`PoolRow`, :class:`ApprovalRow`)
+and knows nothing of the gate. :class:`~airflow_retrywindow.hooks.airflow_api.AirflowApiHook`
+builds one from an Airflow connection (default id ``airflow_api_default``). Importing
+this module imports neither Airflow nor urllib3, so the gate's stages can use its rows
+without Airflow.
 
 The connection (type ``retrywindow_airflow_api``; ``http`` connections are read
 the same way):
@@ -60,9 +61,9 @@ import ssl
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import pendulum
 
@@ -80,6 +81,7 @@ from airflow_retrywindow.configuration import (
 )
 from airflow_retrywindow.dependency.fleet import PoolListing, PoolTry
 from airflow_retrywindow.exceptions import AirflowApiError, ClockError
+from airflow_retrywindow.hooks.api_answer import AnswerObject, RefusedAnswer
 from airflow_retrywindow.labels import label
 from airflow_retrywindow.read_retry import (
     ErrorAnswer,
@@ -94,9 +96,7 @@ from airflow_retrywindow.timing.skew import ClockOffset, server_date
 from airflow_retrywindow.timing.time_limit import TimeLimit
 
 if TYPE_CHECKING:
-    from airflow_client.client import ApiClient, TaskInstancesBatchBody
-    from airflow_client.client.exceptions import ApiException
-    from airflow_client.client.rest import RESTResponse
+    import urllib3
     from urllib3 import BaseHTTPResponse
 
 __all__ = [
@@ -307,7 +307,7 @@ class AirflowApi:
             )
         check_reading_settings(page_size, timeout)
         checked_max_response_bytes(max_response_bytes)
-        # the client never sends URL credentials; kept, they would reach every message
+        # URL credentials are never sent; kept, they would reach every message
         self.base_url = without_userinfo(base_url).rstrip("/")
         self.login = login
         self.password = password
@@ -326,7 +326,9 @@ class AirflowApi:
         #: the API server's clock minus this worker's, from every answer so far
         #: (:meth:`ClockOffset.combined`); ``None`` before the first answer
         self.clock_offset: ClockOffset | None = None
-        self._api_client: ApiClient | None = None
+        #: the token reads send: ``None`` before the first read, ``""`` for none
+        self._bearer: str | None = None
+        self._connections: urllib3.PoolManager | None = None
 
     # -- the reads ---------------------------------------------------------------
 
@@ -337,10 +339,24 @@ class AirflowApi:
         if not task_ids:
             return []
         where = f"task instances of run {run_id!r} of DAG {dag_id!r}"
-        found = self._batch(
-            where, dag_ids=[dag_id], dag_run_ids=[run_id], task_ids=sorted(set(task_ids))
-        )
-        return [_row(item, seen) for item, seen in found]
+        body: dict[str, Any] = {"dag_ids": [dag_id], "dag_run_ids": [run_id]}
+        body["task_ids"] = sorted(set(task_ids))
+
+        def page(offset: int) -> tuple[list[TaskInstanceRow], int]:
+            return self._read(
+                where,
+                f"{_path('~', '~')}/taskInstances/list",
+                _listing("task_instances", _row),
+                body={
+                    **body,
+                    "page_limit": self.page_size,
+                    "page_offset": offset,
+                    "order_by": "id",
+                },
+                method="POST",
+            )
+
+        return list(self._pages(page))
 
     def task_tries(
         self, dag_id: str, run_id: str, task_id: str, map_index: int = -1
@@ -349,28 +365,11 @@ class AirflowApi:
 
         :param map_index: the task instance's map index, ``-1`` when it is not mapped.
         """
-        from airflow_client.client import TaskInstanceApi, TaskInstanceHistoryCollectionResponse
-
-        api = TaskInstanceApi(self._client())
         shown = label(task_id, map_index)
         where = f"tries of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
-
-        def send(timeout: float) -> BaseHTTPResponse:
-            if map_index < 0:
-                return api.get_task_instance_tries_without_preload_content(
-                    dag_id=dag_id, dag_run_id=run_id, task_id=task_id, _request_timeout=timeout
-                )
-            return api.get_mapped_task_instance_tries_without_preload_content(
-                dag_id=dag_id,
-                dag_run_id=run_id,
-                task_id=task_id,
-                map_index=map_index,
-                _request_timeout=timeout,
-            )
-
-        answer = self._read(where, TaskInstanceHistoryCollectionResponse, send)
-        seen = _now()
-        return [_row(item, seen) for item in answer.task_instances]
+        instance = _path(dag_id, run_id, task_id, *([map_index] if map_index >= 0 else []))
+        rows, _ = self._read(where, f"{instance}/tries", _listing("task_instances", _row))
+        return rows
 
     def event_logs(
         self,
@@ -390,68 +389,28 @@ class AirflowApi:
         :param map_index: the task instance's map index, ``-1`` when it is not mapped.
         :param limit: the most entries read, newest first.
         """
-        from airflow_client.client import EventLogApi, EventLogCollectionResponse
-
-        api = EventLogApi(self._client())
         shown = label(task_id, map_index)
         where = f"{event!r} events of try {try_number} of task {shown!r} in run {run_id!r}"
-        answer = self._read(
-            where,
-            EventLogCollectionResponse,
-            lambda timeout: api.get_event_logs_without_preload_content(
-                dag_id=dag_id,
-                run_id=run_id,
-                task_id=task_id,
-                map_index=map_index,
-                try_number=try_number,
-                event=event,
-                limit=limit,
-                order_by=["-when"],
-                _request_timeout=timeout,
-            ),
-        )
-        return [
-            {
-                "event": item.event,
-                "tryNumber": item.try_number,
-                "mapIndex": item.map_index,
-                "extra": item.extra,
-                "when": _aware(item.when),
-            }
-            for item in answer.event_logs
-        ]
+        query = {
+            "dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index,
+            "try_number": try_number, "event": event, "limit": limit, "order_by": "-when",
+        }  # fmt: skip
+        return self._read(where, "/api/v2/eventLogs", _events, query=query)
 
     def xcom_keys(self, dag_id: str, run_id: str, key_prefix: str) -> list[XComKey]:
         """The XCom keys starting with ``key_prefix`` of every task of one run, paged."""
-        from airflow_client.client import XComApi, XComCollectionResponse
-
         from airflow_retrywindow.version_compat import xcom_key_filter
 
-        api = XComApi(self._client())
         where = f"XCom keys {key_prefix}* of run {run_id!r} of DAG {dag_id!r}"
 
-        def page(offset: int) -> tuple[list[Any], int]:
-            answer = self._read(
-                where,
-                XComCollectionResponse,
-                lambda timeout: api.get_xcom_entries_without_preload_content(
-                    dag_id=dag_id,
-                    dag_run_id=run_id,
-                    task_id="~",
-                    limit=self.page_size,
-                    offset=offset,
-                    _request_timeout=timeout,
-                    **xcom_key_filter(key_prefix),
-                ),
-            )
-            return list(answer.xcom_entries), int(answer.total_entries or 0)
+        def page(offset: int) -> tuple[list[XComKey], int]:
+            query = {"limit": self.page_size, "offset": offset, **xcom_key_filter(key_prefix)}
+            entries = f"{_path(dag_id, run_id, '~')}/xcomEntries"
+            return self._read(where, entries, _listing("xcom_entries", _xcom_key), query=query)
 
-        return [
-            XComKey(item.task_id, item.map_index, item.key, _aware(item.timestamp))
-            for item, _ in self._pages(page)
-            # the prefix filter is index-friendly but loose: keep exact matches only
-            if item.key.startswith(key_prefix)
-        ]
+        keys = self._pages(page)
+        # the prefix filter is index-friendly but loose: keep exact matches only
+        return [key for key in keys if key.key.startswith(key_prefix)]
 
     def pool_listing(
         self,
@@ -473,27 +432,19 @@ class AirflowApi:
         :param order_by: the listing's order, e.g. ``-end_date``.
         :param limit: rows wanted, at most :attr:`page_size` (0: the count alone).
         """
-        from airflow_client.client import TaskInstanceApi, TaskInstanceCollectionResponse
-
-        api = TaskInstanceApi(self._client())
-        answer = self._read(
+        query: dict[str, Any] = {
+            "pool": [pool], "state": sorted(states), "try_number": sorted(try_numbers),
+            "order_by": order_by, "limit": min(limit, self.page_size), "offset": 0,
+        }  # fmt: skip
+        if ended_since is not None:
+            query["end_date_gte"] = ended_since.isoformat()
+        rows, total = self._read(
             f"task instances of pool {pool!r}",
-            TaskInstanceCollectionResponse,
-            lambda timeout: api.get_task_instances_without_preload_content(
-                dag_id="~",
-                dag_run_id="~",
-                pool=[pool],
-                state=sorted(states),
-                try_number=sorted(try_numbers) or None,
-                end_date_gte=ended_since,
-                order_by=[order_by],
-                limit=min(limit, self.page_size),
-                offset=0,
-                _request_timeout=timeout,
-            ),
+            f"{_path('~', '~')}/taskInstances",
+            _listing("task_instances", _pool_try),
+            query=query,
         )
-        rows = tuple(_pool_try(item) for item in answer.task_instances)
-        return PoolListing(rows, int(answer.total_entries or 0))
+        return PoolListing(tuple(rows), total)
 
     def xcom_value(
         self, dag_id: str, run_id: str, task_id: str, key: str, map_index: int = -1
@@ -502,24 +453,12 @@ class AirflowApi:
 
         :param map_index: the pushing task instance's map index, ``-1`` when not mapped.
         """
-        from airflow_client.client import ResponseGetXcomEntry, XComApi
-
-        api = XComApi(self._client())
         shown = label(task_id, map_index)
         where = f"XCom {key!r} of task {shown!r} in run {run_id!r} of DAG {dag_id!r}"
-        answer = self._read(
-            where,
-            ResponseGetXcomEntry,
-            lambda timeout: api.get_xcom_entry_without_preload_content(
-                dag_id=dag_id,
-                dag_run_id=run_id,
-                task_id=task_id,
-                xcom_key=key,
-                map_index=map_index,
-                _request_timeout=timeout,
-            ),
+        entry = f"{_path(dag_id, run_id, task_id)}/xcomEntries/{quote(key, safe='')}"
+        value = self._read(
+            where, entry, lambda answer: answer.value("value"), query={"map_index": map_index}
         )
-        value = getattr(answer.actual_instance, "value", None)
         if isinstance(value, str):
             try:
                 return json.loads(value)
@@ -537,160 +476,53 @@ class AirflowApi:
 
         :param map_index: the task instance's map index, ``-1`` when not mapped.
         """
-        from airflow_client.client import HITLDetail, TaskInstanceApi
-        from airflow_client.client.exceptions import ApiException
-
-        api = TaskInstanceApi(self._client())
         shown = label(task_id, map_index)
         where = f"the approval answer of {shown!r} in run {run_id!r} of DAG {dag_id!r}"
+        instance = _path(dag_id, run_id, task_id, map_index)
+
+        def approval(answer: AnswerObject) -> ApprovalRow:
+            return _approval(answer, task_id, map_index)
+
         try:
-            answer = self._read(
-                where,
-                HITLDetail,
-                lambda timeout: api.get_hitl_detail_without_preload_content(
-                    dag_id=dag_id,
-                    dag_run_id=run_id,
-                    task_id=task_id,
-                    map_index=map_index,
-                    _request_timeout=timeout,
-                ),
-            )
+            return self._read(where, f"{instance}/hitlDetails", approval)
         except AirflowApiError as error:
             cause = error.__cause__
-            if isinstance(cause, ApiException) and cause.status == 404:
+            if isinstance(cause, RefusedAnswer) and cause.status == 404:
                 return None
             raise
-        seen = _now()
-        user = answer.responded_by_user
-        instance = answer.task_instance
-        state = instance.state
-        return ApprovalRow(
-            task_id=task_id,
-            map_index=map_index,
-            state=None if state is None else str(getattr(state, "value", state)),
-            try_number=instance.try_number,
-            options=tuple(answer.options),
-            chosen=tuple(answer.chosen_options or ()),
-            user_id=None if user is None else user.id,
-            user_name=None if user is None else user.name,
-            responded_at=_aware(answer.responded_at) if answer.responded_at else None,
-            params_input=dict(answer.params_input or {}),
-            asked_at=_aware(answer.created_at),
-            observed_at=seen,
-        )
 
     def pools(self, names: Collection[str]) -> dict[str, PoolRow]:
         """The pools named ``names`` that exist, in one paged request."""
-        from airflow_client.client import PoolApi, PoolCollectionResponse
-
         if not names:
             return {}
-        api = PoolApi(self._client())
 
-        def page(offset: int) -> tuple[list[Any], int]:
-            answer = self._read(
-                "pools",
-                PoolCollectionResponse,
-                lambda timeout: api.get_pools_without_preload_content(
-                    limit=self.page_size, offset=offset, order_by=["name"], _request_timeout=timeout
-                ),
-            )
-            return list(answer.pools), int(answer.total_entries or 0)
+        def page(offset: int) -> tuple[list[PoolRow], int]:
+            query = {"limit": self.page_size, "offset": offset, "order_by": "name"}
+            return self._read("pools", "/api/v2/pools", _listing("pools", _pool), query=query)
 
         wanted = set(names)
-        found: dict[str, PoolRow] = {}
-        for item, _ in self._pages(page):
-            if item.name in wanted:
-                found[item.name] = PoolRow(
-                    name=item.name,
-                    slots=item.slots,
-                    occupied=item.occupied_slots,
-                    deferred=item.deferred_slots,
-                    open=item.open_slots,
-                    include_deferred=item.include_deferred,
-                )
-        return found
+        return {pool.name: pool for pool in self._pages(page) if pool.name in wanted}
 
     def version(self) -> str:
         """The Airflow version the API server reports (``GET /api/v2/version``, one request)."""
-        from airflow_client.client import VersionApi, VersionInfo
-
-        api = VersionApi(self._client())
-        answer = self._read(
-            "its version",
-            VersionInfo,
-            lambda timeout: api.get_version_without_preload_content(_request_timeout=timeout),
-        )
-        return str(answer.version)
+        return self._read("its version", "/api/v2/version", lambda answer: answer.text("version"))
 
     def triggerer_runs(self) -> bool:
         """Whether a triggerer is alive, as the API server's health check says
         (``GET /api/v2/monitor/health``, one request)."""
-        from airflow_client.client import HealthInfoResponse, MonitorApi
-
-        api = MonitorApi(self._client())
-        answer = self._read(
-            "its health",
-            HealthInfoResponse,
-            lambda timeout: api.get_health_without_preload_content(_request_timeout=timeout),
-        )
-        triggerer = answer.triggerer
-        return triggerer is not None and triggerer.status == "healthy"
+        return self._read("its health", "/api/v2/monitor/health", _triggerer_healthy)
 
     def pool_count(self) -> int:
         """How many pools exist, from one authenticated read (``GET /api/v2/pools?limit=1``).
 
         It proves the credentials are accepted for the reads the gate makes.
         """
-        from airflow_client.client import PoolApi, PoolCollectionResponse
-
-        api = PoolApi(self._client())
-        answer = self._read(
-            "pools",
-            PoolCollectionResponse,
-            lambda timeout: api.get_pools_without_preload_content(
-                limit=1, offset=0, _request_timeout=timeout
-            ),
-        )
-        return int(answer.total_entries or 0)
+        return self._read("pools", "/api/v2/pools", _total, query={"limit": 1, "offset": 0})
 
     # -- plumbing ----------------------------------------------------------------
 
-    def _batch(self, where: str, **filters: Any) -> Iterator[tuple[Any, pendulum.DateTime]]:
-        """Every task instance the batch listing gives for ``filters``, across DAGs and runs,
-        in pages of up to :attr:`page_size` (the listing takes up to 1000 a page)."""
-        from airflow_client.client import TaskInstanceApi, TaskInstanceCollectionResponse
-
-        api = TaskInstanceApi(self._client())
-
-        def page(offset: int) -> tuple[list[Any], int]:
-            answer = self._read(
-                where,
-                TaskInstanceCollectionResponse,
-                lambda timeout: api.get_task_instances_batch_without_preload_content(
-                    dag_id="~",
-                    dag_run_id="~",
-                    task_instances_batch_body=self._batch_body(filters, offset),
-                    _request_timeout=timeout,
-                ),
-                method="POST",
-            )
-            return list(answer.task_instances), int(answer.total_entries or 0)
-
-        return self._pages(page)
-
-    def _batch_body(self, filters: dict[str, Any], offset: int) -> TaskInstancesBatchBody:
-        """The batch listing's body for one page of up to :attr:`page_size` rows."""
-        from airflow_client.client import TaskInstancesBatchBody
-
-        return TaskInstancesBatchBody(
-            **filters, page_limit=self.page_size, page_offset=offset, order_by="id"
-        )
-
-    def _pages(
-        self, page: Callable[[int], tuple[list[T], int]]
-    ) -> Iterator[tuple[T, pendulum.DateTime]]:
-        """Every row of a paged listing with the time its page arrived.
+    def _pages(self, page: Callable[[int], tuple[list[T], int]]) -> Iterator[T]:
+        """Every row of a paged listing.
 
         The next offset follows the rows received, not the page size asked for,
         so a server that caps the page size still gives every row.
@@ -698,9 +530,7 @@ class AirflowApi:
         offset = 0
         while True:
             rows, total = page(offset)
-            seen = _now()
-            for row in rows:
-                yield row, seen
+            yield from rows
             offset += len(rows)
             if not rows or offset >= total:
                 return
@@ -708,38 +538,83 @@ class AirflowApi:
     def _read(
         self,
         where: str,
-        model: Any,
-        send: Callable[[float], BaseHTTPResponse],
+        path: str,
+        parse: Callable[[AnswerObject], T],
+        *,
+        query: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
         method: str = "GET",
-    ) -> Any:
-        """One read through a generated ``..._without_preload_content`` method, bounded.
+    ) -> T:
+        """One read of ``path``, bounded: what ``parse`` makes of its answer's JSON object.
 
-        :param model: the generated model the API documents for the answer.
-        :param send: makes the request, given the seconds it may wait; returns the
-            answer with its body not read yet.
-        :param method: the request's HTTP method, for messages.
+        :param parse: reads the answer; a field missing or of another type than the API
+            documents (``ValueError``) makes it an unreadable answer.
+        :param query: the query's parameters; a list is sent as the parameter repeated.
+        :param body: a JSON body.
+        :param method: the request's HTTP method.
         """
-        from airflow_client.client.exceptions import ApiException
-
         bounds = BoundedAnswers(self)
 
-        def request() -> Any:
-            answer, body = bounds.fetch(send, method, where)
+        def send(timeout: float) -> BaseHTTPResponse:
+            return self._send(method, path, timeout, query=query, body=body)
+
+        def request() -> T:
+            answer, data = bounds.fetch(send, method, where)
             if not 200 <= answer.status <= 299:
-                # the error the generated method raises for this status (404: NotFound...)
-                raise ApiException.from_response(
-                    http_resp=answer, body=body.decode("utf-8", "replace"), data=None
-                )
-            return model.from_json(body.decode("utf-8"))
+                text = data.decode("utf-8", "replace")
+                raise RefusedAnswer(answer.status, answer.reason, text, answer.headers)
+            return parse(AnswerObject(json.loads(data.decode("utf-8"))))
 
         return self._call(where, request)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        timeout: float,
+        *,
+        query: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+        bearer: bool = True,
+    ) -> BaseHTTPResponse:
+        """One request, its answer's body not read yet; never tried again here (the
+        reader's retry counts every try) nor redirected.
+
+        :param bearer: whether it carries the reader's token (the token's request does not).
+        """
+        import urllib3
+
+        headers = {"Accept": "application/json"}
+        if bearer and self._bearer:
+            headers["Authorization"] = f"Bearer {self._bearer}"
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        url = self.base_url + path + (f"?{urlencode(query, doseq=True)}" if query else "")
+        return self._http().request(
+            method,
+            url,
+            body=None if body is None else json.dumps(body),
+            headers=headers,
+            timeout=urllib3.Timeout(total=timeout),
+            retries=False,
+            preload_content=False,
+        )
+
+    def _http(self) -> urllib3.PoolManager:
+        if self._connections is None:
+            import urllib3
+
+            self._connections = urllib3.PoolManager(
+                cert_reqs=ssl.CERT_REQUIRED if self.verify_ssl else ssl.CERT_NONE,
+                ca_certs=self.ssl_ca_cert,
+            )
+        return self._connections
 
     def _call(self, where: str, request: Callable[[], T]) -> T:
         """One read, tried again while Airflow is briefly away; on a 401 with ``login``
         given, one fresh token and one more read."""
-        from airflow_client.client.exceptions import ApiException, OpenApiException
-
-        client = self._client()  # the token request, if any, is made and counted first
+        if self._bearer is None:  # the token request, if any, is made and counted first
+            self._bearer = self.access_token or self._token() or ""
         renewed = False
         while True:
             try:
@@ -748,20 +623,20 @@ class AirflowApi:
                 cause = error.__cause__
                 said = (
                     self._refusal(where, cause, renewed)
-                    if isinstance(cause, ApiException)
+                    if isinstance(cause, RefusedAnswer)
                     else f"the Airflow REST API at {self.base_url} refused to read {where}: {error}"
                 )
                 raise AirflowApiError(f"{said}{self._tries()}") from cause or error
-            except ApiException as error:
+            except RefusedAnswer as error:
                 if error.status == 401 and self.login and not renewed:
                     # the token expired, or the server's signing key changed: renew it once
-                    client.configuration.access_token = self._token(client)
+                    self._bearer = self._token() or ""
                     renewed = True
                     continue
                 raise AirflowApiError(self._refusal(where, error, renewed)) from error
             except AirflowApiError:
                 raise  # the transport's own refusal: a cap, the time limit, the clock
-            except (OpenApiException, ValueError) as error:  # ValueError: a model refused it
+            except ValueError as error:  # not JSON, or not shaped as the API describes it
                 raise AirflowApiError(
                     f"the Airflow REST API at {self.base_url} gave an unreadable answer for "
                     f"{where}: {_short(str(error))}"
@@ -782,17 +657,16 @@ class AirflowApi:
     def _retried(self, request: Callable[[], T]) -> T:
         """``request``, counted, and tried again on a connection error or an answer
         5xx or 429, within the time the decision has left."""
-        from airflow_client.client.exceptions import ApiException
 
         def once(_left: float) -> T:
             self.requests += 1
             try:
                 return request()
-            except ApiException as error:
-                if error.status is not None and retried_status(error.status):
-                    raise ErrorAnswer(error.status, _retry_after(error), str(error.reason)) from (
-                        error
-                    )
+            except RefusedAnswer as error:
+                if retried_status(error.status):
+                    raise ErrorAnswer(
+                        error.status, _retry_after(error), error.reason or ""
+                    ) from error
                 raise
 
         return self.retry.call(once, bound=self._bound(), tally=self.reads)
@@ -806,7 +680,7 @@ class AirflowApi:
         count = self.reads.last
         return f", after {count.describe()}" if count is not None and count.tries > 1 else ""
 
-    def _refusal(self, where: str, error: ApiException, renewed: bool) -> str:
+    def _refusal(self, where: str, error: RefusedAnswer, renewed: bool) -> str:
         text = (
             f"the Airflow REST API at {self.base_url} refused to read {where}: "
             f"HTTP {error.status} {error.reason} {_short(error.body)}"
@@ -825,36 +699,16 @@ class AirflowApi:
             )
         return f"{text}; the API needs credentials: give the connection login and password"
 
-    def _client(self) -> ApiClient:
-        if self._api_client is None:
-            from airflow_client.client import ApiClient, Configuration
-
-            config = Configuration(host=self.base_url)
-            config.verify_ssl = self.verify_ssl
-            config.ssl_ca_cert = self.ssl_ca_cert
-            config.retries = 0  # one request per call: the count must be exact
-            client = ApiClient(config)
-            config.access_token = self.access_token or self._token(client)
-            self._api_client = client
-        return self._api_client
-
-    def _token(self, client: ApiClient) -> str | None:
+    def _token(self) -> str | None:
         """A JWT from ``POST /auth/token`` for ``login``/``password``, if given."""
         if not self.login:
             return None
         url = f"{self.base_url}/auth/token"
         bounds = BoundedAnswers(self)
+        credentials = {"username": self.login, "password": self.password or ""}
 
         def send(timeout: float) -> BaseHTTPResponse:
-            answer: RESTResponse = client.call_api(  # type: ignore[no-untyped-call]
-                "POST",
-                url,
-                header_params={"Content-Type": "application/json", "Accept": "application/json"},
-                body={"username": self.login, "password": self.password or ""},
-                _request_timeout=timeout,
-            )
-            response: BaseHTTPResponse = answer.response
-            return response
+            return self._send("POST", "/auth/token", timeout, body=credentials, bearer=False)
 
         def once(_left: float) -> tuple[int, bytes]:
             self.requests += 1
@@ -995,7 +849,7 @@ class BoundedAnswers:
         response.release_conn()
 
 
-def _retry_after(error: ApiException) -> str | None:
+def _retry_after(error: RefusedAnswer) -> str | None:
     headers = error.headers or {}
     value = headers.get("Retry-After") if hasattr(headers, "get") else None
     return str(value) if value else None
@@ -1048,57 +902,111 @@ def connection_url(host: str | None, schema: str | None, port: int | None, conn_
     return f"{scheme}://{host}{f':{port}' if port else ''}".rstrip("/")
 
 
-def _row(item: Any, seen: pendulum.DateTime) -> TaskInstanceRow:
-    state = item.state
+def _row(item: AnswerObject) -> TaskInstanceRow:
     return TaskInstanceRow(
-        task_id=item.task_id,
-        map_index=item.map_index,
-        state=None if state is None else str(getattr(state, "value", state)),
-        try_number=item.try_number,
-        max_tries=item.max_tries,
-        start_date=_aware(item.start_date) if item.start_date else None,
-        end_date=_aware(item.end_date) if item.end_date else None,
-        pool=item.pool,
-        pool_slots=item.pool_slots,
-        observed_at=seen,
+        task_id=item.text("task_id"),
+        map_index=item.number("map_index"),
+        state=item.optional_text("state"),
+        try_number=item.number("try_number"),
+        max_tries=item.number("max_tries"),
+        start_date=item.optional_moment("start_date"),
+        end_date=item.optional_moment("end_date"),
+        pool=item.text("pool"),
+        pool_slots=item.number("pool_slots"),
+        observed_at=_now(),
     )
 
 
-def _pool_try(item: Any) -> PoolTry:
+def _listing(
+    name: str, row: Callable[[AnswerObject], T]
+) -> Callable[[AnswerObject], tuple[list[T], int]]:
+    """Reads one page of a listing: its rows named ``name``, each read by ``row``, and how
+    many rows the whole listing has."""
+
+    def page(answer: AnswerObject) -> tuple[list[T], int]:
+        return [row(item) for item in answer.items(name)], _total(answer)
+
+    return page
+
+
+def _total(answer: AnswerObject) -> int:
+    return answer.number("total_entries")
+
+
+def _triggerer_healthy(answer: AnswerObject) -> bool:
+    triggerer = answer.optional_item("triggerer")
+    return triggerer is not None and triggerer.optional_text("status") == "healthy"
+
+
+def _events(answer: AnswerObject) -> list[dict[str, Any]]:
+    return [
+        {
+            "event": item.text("event"),
+            "tryNumber": item.optional_number("try_number"),
+            "mapIndex": item.optional_number("map_index"),
+            "extra": item.optional_text("extra"),
+            "when": item.moment("when"),
+        }
+        for item in answer.items("event_logs")
+    ]
+
+
+def _pool(item: AnswerObject) -> PoolRow:
+    return PoolRow(
+        name=item.text("name"),
+        slots=item.number("slots"),
+        occupied=item.number("occupied_slots"),
+        deferred=item.number("deferred_slots"),
+        open=item.number("open_slots"),
+        include_deferred=item.flag("include_deferred"),
+    )
+
+
+def _approval(answer: AnswerObject, task_id: str, map_index: int) -> ApprovalRow:
+    user = answer.optional_item("responded_by_user")
+    instance = answer.item("task_instance")
+    return ApprovalRow(
+        task_id=task_id,
+        map_index=map_index,
+        state=instance.optional_text("state"),
+        try_number=instance.number("try_number"),
+        options=answer.texts("options"),
+        chosen=answer.texts("chosen_options"),
+        user_id=None if user is None else user.text("id"),
+        user_name=None if user is None else user.text("name"),
+        responded_at=answer.optional_moment("responded_at"),
+        params_input=dict(answer.value("params_input") or {}),
+        asked_at=answer.moment("created_at"),
+        observed_at=_now(),
+    )
+
+
+def _xcom_key(item: AnswerObject) -> XComKey:
+    return XComKey(
+        item.text("task_id"), item.number("map_index"), item.text("key"), item.moment("timestamp")
+    )
+
+
+def _pool_try(item: AnswerObject) -> PoolTry:
     """One row of the task instance listing as a try."""
-    state = item.state
+    map_index = item.optional_number("map_index")
     return PoolTry(
-        dag_id=str(item.dag_id),
-        run_id=str(item.dag_run_id),
-        task_id=str(item.task_id),
-        map_index=int(item.map_index if item.map_index is not None else -1),
-        state=None if state is None else str(getattr(state, "value", state)),
-        try_number=int(item.try_number or 0),
-        max_tries=int(item.max_tries or 0),
-        start_date=_aware(item.start_date) if item.start_date else None,
-        end_date=_aware(item.end_date) if item.end_date else None,
+        dag_id=item.text("dag_id"),
+        run_id=item.text("dag_run_id"),
+        task_id=item.text("task_id"),
+        map_index=-1 if map_index is None else map_index,
+        state=item.optional_text("state"),
+        try_number=item.optional_number("try_number") or 0,
+        max_tries=item.optional_number("max_tries") or 0,
+        start_date=item.optional_moment("start_date"),
+        end_date=item.optional_moment("end_date"),
     )
 
 
-def _time(text: str | None) -> pendulum.DateTime | None:
-    """A time the REST API sent (ISO 8601, ``Z`` or an offset), or ``None``."""
-    if not text:
-        return None
-    # datetime.fromisoformat reads "Z" only from Python 3.11 on
-    found = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
-    return _aware(found)
-
-
-def _aware(value: datetime) -> pendulum.DateTime:
-    if value.tzinfo is None:  # the API always sends an offset; refuse to guess one
-        raise AirflowApiError(f"the API sent a time without a timezone: {value.isoformat()}")
-    # built field by field: ``pendulum.instance(...).in_timezone("UTC")`` gives the same
-    # DateTime but costs about ten times as much, and a pool's read converts thousands
-    utc = value.astimezone(timezone.utc)
-    return pendulum.DateTime(
-        utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond,
-        tzinfo=pendulum.UTC,
-    )  # fmt: skip
+def _path(dag_id: str, run_id: str, *task: str | int) -> str:
+    """The address of a DAG run (``~``: any), or of a task instance in it."""
+    parts = ["dags", dag_id, "dagRuns", run_id, *(["taskInstances"] if task else []), *task]
+    return "/api/v2/" + "/".join(quote(str(part), safe="~") for part in parts)
 
 
 def _now() -> pendulum.DateTime:

@@ -39,7 +39,6 @@ from airflow_retrywindow.dependency import held_try
 from airflow_retrywindow.dependency.check import (
     dependency_verdict,
     held,
-    load_reader,
     passed,
 )
 from airflow_retrywindow.policies import lost_try
@@ -134,12 +133,6 @@ class RetryStartCheck:
                 held(context)
                 if permission == evidence.STARTED
                 else permission == evidence.UNDECIDED or not passed(context)
-            )
-            # the REST client is imported before the limit starts: importing it is no read
-            load_reader(
-                context,
-                pool=checked,
-                events=previous is not None and permission == evidence.UNDECIDED,
             )
             limit = TimeLimit.starting_now(
                 configuration.clock_read_limit(),

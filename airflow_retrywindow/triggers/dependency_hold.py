@@ -166,7 +166,7 @@ class PoolWatch:
         return await asyncio.shield(self.read)
 
     def _read(self) -> DependencyState | None:
-        """One read of the pool, in a thread (the REST client and the Variable block)."""
+        """One read of the pool, in a thread (the REST reads and the Variable block)."""
         from airflow_retrywindow import configuration
         from airflow_retrywindow.dependency.pool_read import forced_state, read_pool
         from airflow_retrywindow.redaction import describe_exception

@@ -269,13 +269,11 @@ print("airflow_client" in sys.modules)
 """
 
 
-@pytest.mark.parametrize(("try_number", "imported"), [(1, False), (2, True)])
-def test_only_a_start_that_reads_its_pool_imports_the_rest_client(
-    try_number: int, imported: bool
-) -> None:
-    """The REST client is a large generated package: on two busy cores, importing it took
-    a first try's worker most of its time in the pool's slot, for a read it never makes
-    (a first try is not held). A retry, which reads its pool, imports it."""
+@pytest.mark.parametrize("try_number", [1, 2])
+def test_no_start_imports_a_generated_rest_client(try_number: int) -> None:
+    """A generated REST client imports every API and model of Airflow's: about a second of
+    a core in every task process, which a fleet's retries each paid to read their pool.
+    A retry reads its pool (here refused: nothing listens) with urllib3 alone."""
     import subprocess
     import sys
     from pathlib import Path
@@ -290,4 +288,8 @@ def test_only_a_start_that_reads_its_pool_imports_the_rest_client(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == str(imported), done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False", done.stderr
+    # the retry did read its pool (and was held when the read failed); a first try did not
+    assert ("TaskDeferred" in done.stderr or "AirflowRescheduleException" in done.stderr) == (
+        try_number > 1
+    ), done.stderr

@@ -116,7 +116,7 @@ AIRFLOW_STATE_MEANINGS: dict[str | None, str] = {
 
 
 def _airflow_states() -> list[str | None]:
-    from airflow_client.client.models.task_instance_state import TaskInstanceState
+    from airflow.utils.state import TaskInstanceState
 
     return [None, *(state.value for state in TaskInstanceState)]
 

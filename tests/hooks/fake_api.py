@@ -1,7 +1,7 @@
 """A small imitation of Airflow's REST API v2, served for real on 127.0.0.1.
 
 It answers the reads the hook makes, with JSON shaped like the API server's
-(the ``apache-airflow-client`` models parse it strictly), pages listings by
+(the reader reads every field it uses strictly), pages listings by
 ``total_entries``, issues JWT-like tokens at ``POST /auth/token``, refuses stale
 ones with 401, and records every request. With a TLS context it serves https.
 

@@ -363,7 +363,7 @@ def test_test_connection_says_what_failed_without_credentials(
         monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__API_RETRIES", "3")
         monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__API_RETRY_WAIT_MIN", "0.01")
         monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__API_RETRY_WAIT_MAX", "0.02")
-        expected = 'Connection refused"))), after 3 tries over '
+        expected = "Connection refused), after 3 tries over "
     elif case == "not an API":
         fields = {"host": f"{server.url}/elsewhere", "extra": {"access_token": "tok-3f1"}}
     elif case == "bad extra":
