@@ -20,7 +20,7 @@ Tests that need Airflow 3.3 (``requires_airflow_3_3``) skip on older minors with
 reason. Each session prints one line, ``Airflow 3.1.8 on Python 3.10: N passed ... in S s``,
 and appends it to ``.test-runs/airflow-versions.txt``, which CI (``.ci/run``) prints.
 
-Beside the suite in CI each older minor's session takes about 8 minutes, most of it
+Beside the suite in CI each older minor's session takes 6 to 9 minutes, most of it
 waiting out the sensors' backoffs; Airflow 3.3's, which ran the same subset and the policy
 on a real Airflow until the suite had it all, about one. CI runs the three one after the
 other beside the suite (.ci/run): running 3.3's after the wheel check instead, beside the

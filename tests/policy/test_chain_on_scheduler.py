@@ -17,6 +17,7 @@ DAG processor refuses.
 from __future__ import annotations
 
 import shutil
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,8 @@ chain_class()  # its DAGs chain with common.compat's ChainRetryPolicy: skipped w
 EVIDENCE_KEY = "retry_window.evidence"
 #: the DAG file the DAG processor refuses, added to the module's folder once its DAGs run
 REFUSED = Path(__file__).with_name("chain_dags") / "refused" / "rw_chain_refused.py"
-HAS_COMMON_AI = True
-try:
-    import airflow.providers.common.ai.policies.retry  # noqa: F401
-except ImportError:
-    HAS_COMMON_AI = False
+#: looked up, not imported: pydantic-ai's import is a second of every collecting worker
+HAS_COMMON_AI = find_spec("airflow.providers.common.ai.policies.retry") is not None
 #: dag id -> its task ids
 DAG_TASKS = {
     "rw_chain_killed": ["killed"],

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from importlib import import_module
+from importlib.util import find_spec
+from types import ModuleType
 from typing import Any
 
 import pendulum
@@ -25,16 +28,28 @@ from tests.policy.test_failure_paths import operator
 
 ChainRetryPolicy = chain_class()
 
-retry = pytest.importorskip(
-    "airflow.providers.common.ai.policies.retry", reason="the common-ai extra (Python 3.11+)"
-)
+#: common.ai's retry policies, imported as a test runs, not when the module is collected:
+#: pydantic-ai's import took a second of every collecting worker
+RETRY = "airflow.providers.common.ai.policies.retry"
+pytestmark = pytest.mark.skipif(find_spec(RETRY) is None, reason="the common-ai extra (3.11+)")
+
+
+def retry() -> ModuleType:
+    return import_module(RETRY)
+
 
 CONN_ID = "rw_test_model"
-AUTH = ("auth", retry.ErrorCategory("Credentials invalid or revoked.", retry=False))
-RATE_LIMIT = (
-    "rate_limit",
-    retry.ErrorCategory("API throttling or a quota exceeded.", delay=timedelta(seconds=60)),
-)
+
+
+def auth() -> tuple[str, Any]:
+    return ("auth", retry().ErrorCategory("Credentials invalid or revoked.", retry=False))
+
+
+def rate_limit() -> tuple[str, Any]:
+    return (
+        "rate_limit",
+        retry().ErrorCategory("API throttling or a quota exceeded.", delay=timedelta(seconds=60)),
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -47,11 +62,11 @@ def test_model_connection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def classifier(*categories: tuple[str, Any]) -> Any:
     """A ClassifierRetryPolicy whose model answers with the first of ``categories``."""
-    return retry.ClassifierRetryPolicy(llm_conn_id=CONN_ID, categories=dict(categories))
+    return retry().ClassifierRetryPolicy(llm_conn_id=CONN_ID, categories=dict(categories))
 
 
 def test_a_category_that_fails_ends_the_task_to_repair_its_cause() -> None:
-    decision, entry = decide(classifier(AUTH, RATE_LIMIT), ValueError("401: key revoked"))
+    decision, entry = decide(classifier(auth(), rate_limit()), ValueError("401: key revoked"))
     assert decision.action is RetryAction.FAIL
     assert decision.reason.startswith("repair-cause: ")
     assert "classified terminal by ClassifierRetryPolicy: category=auth" in decision.reason
@@ -61,7 +76,7 @@ def test_a_category_that_fails_ends_the_task_to_repair_its_cause() -> None:
 
 def test_a_category_retried_after_60_s_against_a_deadline_40_s_away_is_infeasible() -> None:
     decision, entry = decide(
-        classifier(RATE_LIMIT, AUTH),
+        classifier(rate_limit(), auth()),
         ValueError("429: slow down"),
         deadline=Deadline.at(pendulum.now("UTC").add(seconds=40)),
         duration=timedelta(seconds=5),
@@ -73,14 +88,14 @@ def test_a_category_retried_after_60_s_against_a_deadline_40_s_away_is_infeasibl
 
 
 def test_the_same_category_with_time_left_waits_its_60_s() -> None:
-    decision, _ = decide(classifier(RATE_LIMIT, AUTH), ValueError("429: slow down"))
+    decision, _ = decide(classifier(rate_limit(), auth()), ValueError("429: slow down"))
     assert decision.action is RetryAction.RETRY
     assert decision.retry_delay == timedelta(seconds=60)
 
 
 def test_a_timeout_declared_unknown_is_reconciled_even_when_the_model_says_retry() -> None:
     decision, entry = decide(
-        classifier(RATE_LIMIT, AUTH), TimeoutError("no answer"), unknown=[TimeoutError]
+        classifier(rate_limit(), auth()), TimeoutError("no answer"), unknown=[TimeoutError]
     )
     assert decision.reason.startswith("reconcile-remote: ")
     assert entry["failure"] == UNKNOWN
@@ -88,15 +103,15 @@ def test_a_timeout_declared_unknown_is_reconciled_even_when_the_model_says_retry
 
 
 def test_a_classifier_before_the_window_is_refused_with_the_way_to_feed_it() -> None:
-    task = operator(ChainRetryPolicy([classifier(RATE_LIMIT, AUTH), policy()]))
+    task = operator(ChainRetryPolicy([classifier(rate_limit(), auth()), policy()]))
     (problem,) = check_dag(task.dag)
     assert "(ClassifierRetryPolicy) is asked before the RetryWindowPolicy" in problem
     assert "classify=ClassifierRetryPolicy(...)" in problem
 
 
 def test_a_window_as_a_classifiers_fallback_is_refused() -> None:
-    hidden = retry.ClassifierRetryPolicy(
-        llm_conn_id=CONN_ID, categories=dict([RATE_LIMIT, AUTH]), fallback_policy=policy()
+    hidden = retry().ClassifierRetryPolicy(
+        llm_conn_id=CONN_ID, categories=dict([rate_limit(), auth()]), fallback_policy=policy()
     )
     (problem,) = check_dag(operator(hidden).dag)
     assert "retry_policy (ClassifierRetryPolicy) holds a RetryWindowPolicy at " in problem
@@ -105,7 +120,7 @@ def test_a_window_as_a_classifiers_fallback_is_refused() -> None:
 
 def test_an_llm_retry_policy_classifies_too() -> None:
     # the test model answers should_retry=False with the reasoning "a"
-    decision, entry = decide(retry.LLMRetryPolicy(llm_conn_id=CONN_ID), ValueError("bad rows"))
+    decision, entry = decide(retry().LLMRetryPolicy(llm_conn_id=CONN_ID), ValueError("bad rows"))
     assert decision.reason.startswith("repair-cause: ")
     assert (entry["classified"]["policy"], entry["classified"]["answer"]) == (
         "LLMRetryPolicy",

@@ -26,22 +26,26 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from hashlib import md5
+from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 import pytest
-
-pytest.importorskip("airflow.providers.google.cloud.operators.bigquery")
-
-from airflow.providers.google.cloud.hooks.bigquery import BigQueryHook
-from airflow.providers.google.cloud.operators.bigquery import BigQueryInsertJobOperator
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowException
-from google.api_core.exceptions import BadRequest
 
 from devstack.bigquery_standin import BigQueryStandIn, JobScript, bigquery_standin
 from tests.policy.airflow_runs import query, tries
+
+if TYPE_CHECKING:
+    from airflow.providers.google.cloud.operators.bigquery import BigQueryInsertJobOperator
+
+# looked up, not imported: the Google provider's import is a second of every collecting worker
+pytestmark = pytest.mark.skipif(
+    find_spec("airflow.providers.google.cloud.operators.bigquery") is None,
+    reason="the google extra (Python 3.11+)",
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).with_name("bigquery_dags") / "bq_standin_cases.py"
@@ -88,6 +92,8 @@ def _context(try_number: int = 1, store: _StateStore | None = None) -> dict[str,
 
 
 def _operator(job_id: str, **kwargs: Any) -> BigQueryInsertJobOperator:
+    from airflow.providers.google.cloud.operators.bigquery import BigQueryInsertJobOperator
+
     with DAG(DIRECT_DAG, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
         return BigQueryInsertJobOperator(
             task_id="query",
@@ -101,6 +107,8 @@ def _operator(job_id: str, **kwargs: Any) -> BigQueryInsertJobOperator:
 
 def _insert(job_id: str) -> None:
     """Insert a job under exactly ``job_id`` through the provider's hook, without waiting."""
+    from airflow.providers.google.cloud.hooks.bigquery import BigQueryHook
+
     BigQueryHook().insert_job(
         configuration=copy.deepcopy(CONFIGURATION), job_id=job_id, location=LOCATION, nowait=True
     )
@@ -149,6 +157,8 @@ def test_a_clean_job_succeeds_and_its_id_is_stored(standin: BigQueryStandIn) -> 
 def test_done_with_an_error_result_raises_the_clients_error(standin: BigQueryStandIn) -> None:
     standin.script(JobScript(prefix="direct_error", running=0.3, ends="error", message="Boom."))
     context = _context()
+    from google.api_core.exceptions import BadRequest
+
     with pytest.raises(BadRequest, match="Boom"):
         _operator("direct_error").execute(context)
     # stored before the poll: the next try reads this job's status first

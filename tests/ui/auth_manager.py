@@ -13,9 +13,7 @@ from typing import Any
 from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
 from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 
-#: the user who may read no run, task instance or XCom of the :data:`HIDDEN_DAGS`
-OUTSIDER = ("outsider", "outsider-password")
-HIDDEN_DAGS = frozenset({"retry_window_example", "retry_window_gate_example"})
+from tests.ui.people import HIDDEN_DAGS, OUTSIDER
 
 
 class OneDagHiddenAuthManager(SimpleAuthManager):

@@ -36,7 +36,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from devstack.example import DAG_ID, LATE, decoded, evidence
 from devstack.stack import ADMIN, PARSE_LIMIT, ROOT, AirflowStack, sqlite_stack
 from tests.ui import browser
-from tests.ui.auth_manager import OUTSIDER
+from tests.ui.people import OUTSIDER
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=6)]
 
