@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -45,11 +46,40 @@ SERVICES = {
 }
 
 
+#: the lowest port a service is started on
+LOWEST_SERVICE_PORT = 10000
+
+
 def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback TCP port nobody listens on right now, below the kernel's ephemeral range.
+
+    The kernel hands ports of that range (32768 to 60999 by default) to every outgoing
+    connection, and to a bind to port 0: a port found free there was, on a busy machine,
+    taken by a connection in the seconds before the service started on it bound it. That
+    API server could not start, and the wait for it was answered by another stack's.
+    """
+    below = _ephemeral_ports().start
+    if below - LOWEST_SERVICE_PORT < 1000:  # no room below it: let the kernel choose
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+    for port in random.sample(range(LOWEST_SERVICE_PORT, below), 100):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port among 100 tried between {LOWEST_SERVICE_PORT} and {below}")
+
+
+def _ephemeral_ports() -> range:
+    """The ports the kernel chooses from for outgoing connections (Linux's setting)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    except (OSError, ValueError):
+        return range(32768, 61000)  # Linux's default
+    return range(int(low), int(high) + 1)
 
 
 #: seconds a stack's DAG processor may take to parse one DAG file
