@@ -38,6 +38,7 @@ refused.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -57,13 +58,21 @@ from airflow_retrywindow.gate.read import RunReader, RunSnapshot, read_snapshot
 from airflow_retrywindow.gate.targets import Target, own_map_indexes, resolve_targets
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.deadline import Deadline
-from airflow_retrywindow.timing.skew import ClockOffset, decide_at_both_ends, strictest
+from airflow_retrywindow.timing.skew import (
+    CONFIRMATION_PAUSE,
+    CONFIRMATIONS,
+    ClockOffset,
+    decide_at_both_ends,
+    strictest,
+)
 from airflow_retrywindow.timing.time_limit import TimeLimit
 from airflow_retrywindow.timing.work import Work
 
 
 class GateReader(RunReader, ApprovalReader, Protocol):
     """Every read of one gate evaluation, through one client: one token for all."""
+
+    def version(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -144,7 +153,7 @@ def decide_run(
             dependencies=configuration.pool_settings(),
             forced=forced_state,
         )
-        snapshot = replace(snapshot, clock=_clock_of(reader))
+        snapshot = replace(snapshot, clock=_confirmed_clock(reader, tolerance, limit))
         if snapshot.clock is not None:
             snapshot.clock.check(tolerance)  # too far apart: refuse, naming the clock
         own = _own_map_indexes(context, targets)
@@ -232,6 +241,29 @@ def _clock_of(reader: GateReader) -> ClockOffset | None:
     """
     found = getattr(reader, "clock_offset", None)
     return found if isinstance(found, ClockOffset) else None
+
+
+def _confirmed_clock(
+    reader: GateReader, tolerance: timedelta, limit: TimeLimit
+) -> ClockOffset | None:
+    """The reader's measurement of the API server's clock; a verdict that this worker's
+    clock is ahead by more than ``tolerance`` is confirmed first, as the retry policy
+    confirms its own (:func:`~airflow_retrywindow.policies.server_clock.server_clock`).
+
+    A busy API server answers with a ``Date`` seconds old, which makes this worker's
+    clock look ahead: it is asked again (its version, one request), after a pause, up
+    to :data:`~airflow_retrywindow.timing.skew.CONFIRMATIONS` times, within the
+    decision's time, and every answer is taken together.
+    """
+    clock = _clock_of(reader)
+    for _ in range(CONFIRMATIONS):
+        if clock is None or clock.high >= -tolerance or limit.left() <= CONFIRMATION_PAUSE:
+            break
+        # not time.sleep: an Event's wait keeps working under a faked clock (faketime)
+        threading.Event().wait(CONFIRMATION_PAUSE)
+        reader.version()  # its answer's Date is taken with the others'
+        clock = _clock_of(reader)
+    return clock
 
 
 def _own_map_indexes(context: Mapping[str, Any], targets: list[Target]) -> dict[str, int]:

@@ -50,16 +50,17 @@ from airflow_retrywindow.configuration import SERVER_CLOCK_TIMEOUT, clock_read_l
 from airflow_retrywindow.exceptions import ClockError
 from airflow_retrywindow.read_retry import ErrorAnswer, ReadRetry, ReadTally, retried_status
 from airflow_retrywindow.redaction import describe_exception, safe_text, without_userinfo
-from airflow_retrywindow.timing.skew import ClockOffset, server_date
+from airflow_retrywindow.timing.skew import (
+    CONFIRMATION_PAUSE,
+    CONFIRMATIONS,
+    ClockOffset,
+    server_date,
+)
 
 #: what a measurement of the in-process execution API is called in the evidence
 IN_PROCESS = "the execution API in this process (dag.test)"
 #: what it is called when the policy runs outside any task run
 NO_SERVER = "this process's clock (no task runner, no [core] execution_api_server_url)"
-#: how many more times the server is asked before this worker's clock is found ahead
-CONFIRMATIONS = 2
-#: the pause before asking again: longer than a server takes to renew its Date
-CONFIRMATION_PAUSE = 1.2
 
 
 def server_clock(

@@ -54,6 +54,12 @@ DATE_RESOLUTION = timedelta(seconds=1)
 #: how long before it answers a server may have noted the ``Date`` it sends: uvicorn
 #: renews its ``Date`` once a second
 DATE_LAG = timedelta(seconds=1)
+#: how many more times a server is asked before this worker's clock is found ahead of
+#: it: uvicorn renews its ``Date`` every tenth turn of its event loop, seconds late on a
+#: busy server, whose answers then make this worker look ahead
+CONFIRMATIONS = 2
+#: the pause before asking again: longer than a server takes to renew its Date
+CONFIRMATION_PAUSE = 1.2
 
 
 @dataclass(frozen=True)

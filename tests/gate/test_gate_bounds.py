@@ -163,3 +163,21 @@ def test_a_try_that_just_ended_on_a_server_clock_ahead_within_the_tolerance_is_d
     row = decide_load().decision("load")
     assert row.decision == "wait-backoff"
     assert row.earliest_start is not None and row.earliest_start >= ended.add(seconds=30)
+
+
+def test_a_busy_servers_late_date_is_asked_again_before_this_worker_is_found_ahead(
+    server: Served, api: FakeAirflowApi
+) -> None:
+    failed_load(api, ended_ago=600)
+    assert decide_load().decision("load").decision == "retry-eligible"
+    reads = len(api.paths())
+    # a busy server: every answer of the reads carries a Date 10 s old (uvicorn renews it
+    # from its event loop), as if this worker's clock ran 10 s ahead; the gate asks again
+    api.stale_answers = reads
+    assert decide_load().decision("load").decision == "retry-eligible"
+    assert api.paths()[-1] == "/api/v2/version"  # the fresh answer
+    # a clock that is really behind stays behind however often it is asked
+    api.clock_shift = -10.0
+    failed_load(api, ended_ago=600, server_shift=-10.0)
+    with pytest.raises(RetryWindowGateError, match=r"worker.s clock runs about (9|10|11) s ahead"):
+        decide_load()
