@@ -27,6 +27,7 @@ from airflow_retrywindow.operators.arguments import (
 from airflow_retrywindow.operators.retry_window_mixin import RetryWindowMixin
 from airflow_retrywindow.records.decision_record import timed_out
 from airflow_retrywindow.redaction import safe_json
+from airflow_retrywindow.timing.skew import DATE_RESOLUTION
 from airflow_retrywindow.timing.work import EstimateOverride, Work
 from airflow_retrywindow.version_compat import AirflowSensorTimeout, AirflowSkipException
 
@@ -204,7 +205,9 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
                 return self._finish(
                     context, self._sensor_record(context, decided, waits=waits, started=started)
                 )
-            until = row.earliest_start
+            # a second past it: the next evaluation measures the API server's clock anew,
+            # to within the Date's whole second, and found a fraction of it still to wait
+            until = row.earliest_start + DATE_RESOLUTION
             time_limit = started.add(seconds=self.timeout)
             if until > time_limit:
                 record = self._sensor_record(context, decided, waits=waits, started=started)
