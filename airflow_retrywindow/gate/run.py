@@ -38,7 +38,6 @@ refused.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -59,9 +58,8 @@ from airflow_retrywindow.gate.targets import Target, own_map_indexes, resolve_ta
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.deadline import Deadline
 from airflow_retrywindow.timing.skew import (
-    CONFIRMATION_PAUSE,
-    CONFIRMATIONS,
     ClockOffset,
+    confirmed_ahead,
     decide_at_both_ends,
     strictest,
 )
@@ -251,19 +249,18 @@ def _confirmed_clock(
     confirms its own (:func:`~airflow_retrywindow.policies.server_clock.server_clock`).
 
     A busy API server answers with a ``Date`` seconds old, which makes this worker's
-    clock look ahead: it is asked again (its version, one request), after a pause, up
-    to :data:`~airflow_retrywindow.timing.skew.CONFIRMATIONS` times, within the
-    decision's time, and every answer is taken together.
+    clock look ahead: it is asked again (its version, one request)
+    (:func:`~airflow_retrywindow.timing.skew.confirmed_ahead`), within the decision's time.
     """
     clock = _clock_of(reader)
-    for _ in range(CONFIRMATIONS):
-        if clock is None or clock.high >= -tolerance or limit.left() <= CONFIRMATION_PAUSE:
-            break
-        # not time.sleep: an Event's wait keeps working under a faked clock (faketime)
-        threading.Event().wait(CONFIRMATION_PAUSE)
-        reader.version()  # its answer's Date is taken with the others'
-        clock = _clock_of(reader)
-    return clock
+    if clock is None:
+        return None
+
+    def again() -> ClockOffset:
+        reader.version()  # its answer's Date is taken with the others' by the reader
+        return _clock_of(reader) or clock
+
+    return confirmed_ahead(clock, again, tolerance, limit.left)
 
 
 def _own_map_indexes(context: Mapping[str, Any], targets: list[Target]) -> dict[str, int]:

@@ -20,8 +20,9 @@ Two cases need no request:
 A server may send a ``Date`` noted a moment before it answers (uvicorn renews it
 once a second from its event loop, later when the loop is busy), which makes this
 worker's clock look ahead. So before that verdict stands, the server is asked
-again, after a pause, up to :data:`CONFIRMATIONS` times, and the answers are taken
-together (:meth:`~airflow_retrywindow.timing.skew.ClockOffset.combined`).
+again, after a pause, up to :data:`~airflow_retrywindow.timing.skew.CONFIRMATIONS`
+times, and the answers are taken together
+(:func:`~airflow_retrywindow.timing.skew.confirmed_ahead`).
 
 Each request rides out what Airflow's own client rides out
 (:class:`~airflow_retrywindow.read_retry.ReadRetry`): a connection error, a
@@ -39,7 +40,6 @@ cannot evaluate, and refuses (``on_error="fail"``) with that in its evidence.
 from __future__ import annotations
 
 import ssl
-import threading
 import time
 from datetime import timedelta
 
@@ -50,12 +50,7 @@ from airflow_retrywindow.configuration import SERVER_CLOCK_TIMEOUT, clock_read_l
 from airflow_retrywindow.exceptions import ClockError
 from airflow_retrywindow.read_retry import ErrorAnswer, ReadRetry, ReadTally, retried_status
 from airflow_retrywindow.redaction import describe_exception, safe_text, without_userinfo
-from airflow_retrywindow.timing.skew import (
-    CONFIRMATION_PAUSE,
-    CONFIRMATIONS,
-    ClockOffset,
-    server_date,
-)
+from airflow_retrywindow.timing.skew import ClockOffset, confirmed_ahead, server_date
 
 #: what a measurement of the in-process execution API is called in the evidence
 IN_PROCESS = "the execution API in this process (dag.test)"
@@ -96,14 +91,10 @@ def server_clock(
     def left() -> float:
         return limit - (time.monotonic() - started)
 
-    found = measure(url, timeout, retry=retry, bound=left(), tally=tally)
-    for _ in range(CONFIRMATIONS):
-        if found.high >= -tolerance or left() <= CONFIRMATION_PAUSE:
-            break
-        # not time.sleep: an Event's wait keeps working under a faked clock (faketime)
-        threading.Event().wait(CONFIRMATION_PAUSE)
-        found = found.combined(measure(url, timeout, retry=retry, bound=left(), tally=tally))
-    return found
+    def again() -> ClockOffset:
+        return measure(url, timeout, retry=retry, bound=left(), tally=tally)
+
+    return confirmed_ahead(again(), again, tolerance, left)
 
 
 def measure(

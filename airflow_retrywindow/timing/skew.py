@@ -35,6 +35,7 @@ Pure: no Airflow, no network.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -190,6 +191,29 @@ def server_date(value: str | None, source: str) -> pendulum.DateTime:
         shown = value[:60]
         raise ClockError(f"{source} answered with a Date header that is no HTTP date: {shown!r}")
     return pendulum.instance(parsed).in_timezone("UTC")
+
+
+def confirmed_ahead(
+    found: ClockOffset,
+    again: Callable[[], ClockOffset],
+    tolerance: timedelta,
+    left: Callable[[], float],
+) -> ClockOffset:
+    """``found``, or, when it puts this worker's clock ahead by more than ``tolerance``,
+    that verdict confirmed: the server is asked ``again`` after a pause, up to
+    :data:`CONFIRMATIONS` times while ``left()`` seconds allow, and every answer is
+    taken together (a late ``Date`` only ever makes this worker look ahead).
+
+    :param again: measures the server's clock once more.
+    :param left: the seconds the measurement may still take.
+    """
+    for _ in range(CONFIRMATIONS):
+        if found.high >= -tolerance or left() <= CONFIRMATION_PAUSE:
+            break
+        # not time.sleep: an Event's wait keeps working under a faked clock (faketime)
+        threading.Event().wait(CONFIRMATION_PAUSE)
+        found = found.combined(again())
+    return found
 
 
 def decide_at_both_ends(
