@@ -55,6 +55,14 @@ test checked it too.
   DAG's serialization): which tasks of a run carry the Retry window link, read
   from the stored serialization without deserializing the whole DAG in the API
   server. Since 3.1.
+* **the metadata DB's ORM models** (``DagRun``, ``TaskInstance``, ``Pool``,
+  ``XComModel``, ``SerializedDagModel``, and from 3.3 ``TaskStateStoreModel``): the
+  Retry window view runs inside the API server and reads what the policy, the gates
+  and the sensors left with the request's session, as Airflow's own API routes do.
+  The public way, the REST API, would have the API server call itself over HTTP
+  with the viewer's token, a request for each read of a page. Airflow documents
+  neither its tables nor its models as public. Since 3.1; the task state store's
+  since 3.3, ``None`` before.
 
 Nothing here imports Airflow when this module is imported.
 """
@@ -62,10 +70,12 @@ Nothing here imports Airflow when this module is imported.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import re
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +182,49 @@ def serialized_extra_links(task: Mapping[str, Any]) -> Mapping[str, Any]:
     """The extra links of one task of a DAG's stored serialization (its ``__var``)."""
     links = task.get(SERIALIZED_EXTRA_LINKS)
     return links if isinstance(links, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class MetadataTables:
+    """The ORM models of the metadata DB's tables the Retry window view reads.
+
+    :param dag_run: ``DagRun``.
+    :param task_instance: ``TaskInstance``.
+    :param pool: ``Pool``.
+    :param xcom: ``XComModel``.
+    :param serialized_dag: ``SerializedDagModel``.
+    :param task_state_store: ``TaskStateStoreModel``; ``None`` before Airflow 3.3, which
+        has no task state store (nor the policy that writes there).
+    """
+
+    dag_run: Any
+    task_instance: Any
+    pool: Any
+    xcom: Any
+    serialized_dag: Any
+    task_state_store: Any | None
+
+
+@functools.cache
+def metadata_tables(*, task_state_store: bool) -> MetadataTables:
+    """The metadata DB's ORM models, imported on the first call (only the API server's view
+    reads them).
+
+    :param task_state_store: whether this Airflow has a task state store (3.3 on; the
+        version is :mod:`~airflow_retrywindow.version_compat`'s to tell).
+    """
+    from airflow.models.dagrun import DagRun
+    from airflow.models.pool import Pool
+    from airflow.models.serialized_dag import SerializedDagModel
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+
+    store = None
+    if task_state_store:
+        from airflow.models.task_state_store import TaskStateStoreModel
+
+        store = TaskStateStoreModel
+    return MetadataTables(DagRun, TaskInstance, Pool, XComModel, SerializedDagModel, store)
 
 
 def bigquery_job(task: Any) -> Any:

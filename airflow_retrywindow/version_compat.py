@@ -16,10 +16,7 @@ command line never load it.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from airflow.models.task_state_store import TaskStateStoreModel
+from typing import Any
 
 #: the distributions that may hold the ``airflow`` package: Airflow 3's core, whose
 #: version ``apache-airflow`` pins its own to, or the meta-package alone
@@ -144,18 +141,6 @@ def xcom_key_filter(prefix: str) -> dict[str, Any]:
     return {"xcom_key_pattern": f"{prefix}%"}
 
 
-def task_state_store_model() -> type[TaskStateStoreModel] | None:
-    """The task state store's table (Airflow 3.3), or ``None`` on an Airflow without one.
-
-    Imported on call: it is an ORM model, which only the API server's view reads.
-    """
-    if not AIRFLOW_V_3_3_PLUS:
-        return None
-    from airflow.models.task_state_store import TaskStateStoreModel
-
-    return TaskStateStoreModel
-
-
 __all__ = [
     "AIRFLOW_V_3_2_PLUS",
     "AIRFLOW_V_3_3_PLUS",
@@ -172,6 +157,5 @@ __all__ = [
     "installed_version",
     "missing_retry_policies",
     "release_of",
-    "task_state_store_model",
     "xcom_key_filter",
 ]

@@ -2,8 +2,10 @@
 
 The view runs inside Airflow's API server, so it reads the metadata DB through
 Airflow's ORM and the request's session, the way Airflow's own task state store
-and XCom endpoints do. This is the only module of the view that does; it reads
-and never writes:
+and XCom endpoints do; the models come from
+:func:`~airflow_retrywindow.airflow_internals.metadata_tables`, where every private
+use of Airflow is kept. This is the only module of the view that reads the DB; it
+reads and never writes:
 
 * the policy's decision history: the task state store row under
   :data:`~airflow_retrywindow.records.evidence.EVIDENCE_KEY` (Airflow keeps its
@@ -27,24 +29,21 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow.models.dagrun import DagRun
-from airflow.models.pool import Pool
-from airflow.models.serialized_dag import SerializedDagModel
-from airflow.models.taskinstance import TaskInstance
-from airflow.models.xcom import XComModel
 from sqlalchemy import select
 
-from airflow_retrywindow.airflow_internals import serialized_extra_links
+from airflow_retrywindow.airflow_internals import metadata_tables, serialized_extra_links
 from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.records.decision_record import is_decision_record
 from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
-from airflow_retrywindow.version_compat import task_state_store_model
+from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 RETURN_VALUE = "return_value"
+#: the ORM models read, imported when the view is
+TABLES = metadata_tables(task_state_store=AIRFLOW_V_3_3_PLUS)
 
 
 @dataclass(frozen=True)
@@ -77,19 +76,21 @@ class RunStore:
     def run_exists(self) -> bool:
         """Whether the DAG run exists."""
         found = self.session.scalar(
-            select(DagRun.id).where(DagRun.dag_id == self.dag_id, DagRun.run_id == self.run_id)
+            select(TABLES.dag_run.id).where(
+                TABLES.dag_run.dag_id == self.dag_id, TABLES.dag_run.run_id == self.run_id
+            )
         )
         return found is not None
 
     def task_instance_exists(self, task_id: str, map_index: int) -> bool:
         """Whether the task instance exists in the run."""
         found = self.session.scalar(
-            select(TaskInstance.task_id)
+            select(TABLES.task_instance.task_id)
             .where(
-                TaskInstance.dag_id == self.dag_id,
-                TaskInstance.run_id == self.run_id,
-                TaskInstance.task_id == task_id,
-                TaskInstance.map_index == map_index,
+                TABLES.task_instance.dag_id == self.dag_id,
+                TABLES.task_instance.run_id == self.run_id,
+                TABLES.task_instance.task_id == task_id,
+                TABLES.task_instance.map_index == map_index,
             )
             .limit(1)
         )
@@ -112,7 +113,7 @@ class RunStore:
 
     def pool_names(self) -> frozenset[str]:
         """The name of every pool of the deployment (not only the run's)."""
-        return frozenset(self.session.scalars(select(Pool.pool)))
+        return frozenset(self.session.scalars(select(TABLES.pool.pool)))
 
     def decision_records(self, task_id: str | None = None, map_index: int = -1) -> list[Stored]:
         """The gates' and sensors' decision records, sorted by task id and map index.
@@ -152,10 +153,12 @@ class RunStore:
             serialization left to read.
         """
         run = self.session.scalar(
-            select(DagRun).where(DagRun.dag_id == self.dag_id, DagRun.run_id == self.run_id)
+            select(TABLES.dag_run).where(
+                TABLES.dag_run.dag_id == self.dag_id, TABLES.dag_run.run_id == self.run_id
+            )
         )
         version = run.created_dag_version if run is not None else None
-        serialized: SerializedDagModel | None = version.serialized_dag if version else None
+        serialized = version.serialized_dag if version else None
         data = serialized.data if serialized is not None else None
         if not isinstance(data, dict):
             return None
@@ -185,7 +188,7 @@ class RunStore:
     def _state_store_rows(self, key: str, task_id: str | None, map_index: int) -> list[Any]:
         """The task state store's rows of ``key``: none before Airflow 3.3, which has no task
         state store (nor the policy that writes there); the gates' records are in XCom."""
-        model = task_state_store_model()
+        model = TABLES.task_state_store
         if model is None:
             return []
         statement = select(model.task_id, model.map_index, model.value).where(
@@ -205,12 +208,12 @@ class RunStore:
             # which task instances have one, without loading the values of those skipped
             keys = self.session.execute(
                 self._scoped(
-                    select(XComModel.task_id, XComModel.map_index).where(
-                        XComModel.dag_id == self.dag_id,
-                        XComModel.run_id == self.run_id,
-                        XComModel.key == key,
+                    select(TABLES.xcom.task_id, TABLES.xcom.map_index).where(
+                        TABLES.xcom.dag_id == self.dag_id,
+                        TABLES.xcom.run_id == self.run_id,
+                        TABLES.xcom.key == key,
                     ),
-                    XComModel,
+                    TABLES.xcom,
                     task_id,
                     map_index,
                 )
@@ -219,18 +222,18 @@ class RunStore:
                 return []
         rows = self.session.execute(
             self._scoped(
-                select(XComModel).where(
-                    XComModel.dag_id == self.dag_id,
-                    XComModel.run_id == self.run_id,
-                    XComModel.key == key,
+                select(TABLES.xcom).where(
+                    TABLES.xcom.dag_id == self.dag_id,
+                    TABLES.xcom.run_id == self.run_id,
+                    TABLES.xcom.key == key,
                 ),
-                XComModel,
+                TABLES.xcom,
                 task_id,
                 map_index,
             )
         ).scalars()
         found = [
-            Stored(row.task_id, row.map_index, XComModel.deserialize_value(row))
+            Stored(row.task_id, row.map_index, TABLES.xcom.deserialize_value(row))
             for row in rows
             if (row.task_id, row.map_index) not in skip
         ]

@@ -4,7 +4,8 @@ Two checks. The scan reads every module of the package with ``ast`` and fails on
 any private name of Airflow, its client or its providers outside
 ``airflow_retrywindow/airflow_internals.py``: an attribute or a string naming
 ``_something`` the package does not define itself, an import from a private module
-(``airflow.sdk._shared``), or the task runner's internals. The shape tests check,
+(``airflow.sdk._shared``), the task runner's internals, or the metadata DB's ORM
+models (``airflow.models``). The shape tests check,
 on the installed Airflow, each private use that module keeps: the name exists and
 has the shape the module relies on. A failure names the use, the shape expected and
 the Airflow installed.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.util
 import inspect
 import re
 import sys
@@ -37,8 +39,9 @@ STANDARD = frozenset({"_replace", "_fields", "_asdict", "_make", "_field_default
 INTERNAL_NAMES = frozenset({"SUPERVISOR_COMMS", "InProcessSupervisorComms"})
 #: roots of the modules whose private names count
 FOREIGN_ROOTS = ("airflow", "airflow_client")
-#: the task SDK's internals: the task runner, its supervisor, the configured XCom backend
-INTERNAL_MODULES = ("airflow.sdk.execution_time",)
+#: the task SDK's internals (the task runner, its supervisor, the configured XCom backend)
+#: and the metadata DB's ORM models
+INTERNAL_MODULES = ("airflow.sdk.execution_time", "airflow.models")
 _PRIVATE = re.compile(r"_[A-Za-z0-9][A-Za-z0-9_]*")
 _DUNDER = re.compile(r"__\w+__")
 
@@ -191,6 +194,7 @@ def test_no_module_but_airflow_internals_touches_a_private_name_of_airflow() -> 
         "def f(runner):\n    return runner.SUPERVISOR_COMMS\n",
         "SOURCE = ('sdk', '_shared', 'secrets_masker')\n",
         "from airflow.sdk.execution_time.xcom import XCom\n",
+        "from airflow.models.xcom import XComModel\n",
     ],
 )
 def test_the_scan_finds_a_planted_private_use(source: str) -> None:
@@ -445,19 +449,27 @@ def test_bigquerys_operator_keeps_the_job_it_read() -> None:
 
 def test_the_views_store_reads_the_columns_it_names() -> None:
     """plugins/store.py reads Airflow's ORM models, as Airflow's own API routes do."""
-    from airflow.models.dagrun import DagRun
-    from airflow.models.pool import Pool
-    from airflow.models.serialized_dag import SerializedDagModel
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.models.xcom import XComModel
+    from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS
 
+    tables = airflow_internals.metadata_tables(task_state_store=AIRFLOW_V_3_3_PLUS)
+    key_columns = ("dag_id", "run_id", "task_id", "map_index", "key")
     read = {
-        DagRun: ("id", "dag_id", "run_id", "created_dag_version"),
-        TaskInstance: ("dag_id", "run_id", "task_id", "map_index"),
-        XComModel: ("dag_id", "run_id", "task_id", "map_index", "key", "deserialize_value"),
-        Pool: ("pool",),
-        SerializedDagModel: ("data",),
+        tables.dag_run: ("id", "dag_id", "run_id", "created_dag_version"),
+        tables.task_instance: ("dag_id", "run_id", "task_id", "map_index"),
+        tables.xcom: (*key_columns, "deserialize_value"),
+        tables.pool: ("pool",),
+        tables.serialized_dag: ("data",),
     }
+    # the task state store is read only where Airflow has one: from 3.3 on, and only there
+    _shape(
+        "ORM model TaskStateStoreModel",
+        "airflow.models.task_state_store from Airflow 3.3 on, and only there",
+        (importlib.util.find_spec("airflow.models.task_state_store") is not None)
+        is AIRFLOW_V_3_3_PLUS,
+    )
+    if tables.task_state_store is not None:
+        assert tables.task_state_store.__tablename__ == "task_state_store"
+        read[tables.task_state_store] = (*key_columns, "value")
     for model, names in read.items():
         missing = [name for name in names if not hasattr(model, name)]
         _shape(f"ORM model {model.__name__}", f"the columns {', '.join(names)}", not missing)
