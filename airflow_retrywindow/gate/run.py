@@ -151,7 +151,7 @@ def decide_run(
             dependencies=configuration.pool_settings(),
             forced=forced_state,
         )
-        snapshot = replace(snapshot, clock=_confirmed_clock(reader, tolerance, limit))
+        snapshot = replace(snapshot, clock=_confirmed_clock(reader, limit))
         if snapshot.clock is not None:
             snapshot.clock.check(tolerance)  # too far apart: refuse, naming the clock
         own = _own_map_indexes(context, targets)
@@ -241,16 +241,17 @@ def _clock_of(reader: GateReader) -> ClockOffset | None:
     return found if isinstance(found, ClockOffset) else None
 
 
-def _confirmed_clock(
-    reader: GateReader, tolerance: timedelta, limit: TimeLimit
-) -> ClockOffset | None:
+def _confirmed_clock(reader: GateReader, limit: TimeLimit) -> ClockOffset | None:
     """The reader's measurement of the API server's clock; a verdict that this worker's
-    clock is ahead by more than ``tolerance`` is confirmed first, as the retry policy
-    confirms its own (:func:`~airflow_retrywindow.policies.server_clock.server_clock`).
+    clock is ahead is confirmed first, as the retry policy confirms its own beyond the
+    tolerance (:func:`~airflow_retrywindow.policies.server_clock.server_clock`).
 
     A busy API server answers with a ``Date`` seconds old, which makes this worker's
     clock look ahead: it is asked again (its version, one request)
     (:func:`~airflow_retrywindow.timing.skew.confirmed_ahead`), within the decision's time.
+    Within the tolerance too: the gate decides at both ends of the measurement, and at
+    its early end a backoff just over looks still running, and the retry is skipped
+    (a gate does not wait).
     """
     clock = _clock_of(reader)
     if clock is None:
@@ -260,7 +261,7 @@ def _confirmed_clock(
         reader.version()  # its answer's Date is taken with the others' by the reader
         return _clock_of(reader) or clock
 
-    return confirmed_ahead(clock, again, tolerance, limit.left)
+    return confirmed_ahead(clock, again, timedelta(0), limit.left)
 
 
 def _own_map_indexes(context: Mapping[str, Any], targets: list[Target]) -> dict[str, int]:

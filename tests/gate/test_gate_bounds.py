@@ -165,6 +165,27 @@ def test_a_try_that_just_ended_on_a_server_clock_ahead_within_the_tolerance_is_d
     assert row.earliest_start is not None and row.earliest_start >= ended.add(seconds=30)
 
 
+def test_a_busy_servers_late_date_is_asked_again_before_a_backoff_is_found_running(
+    server: Served, api: FakeAirflowApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(f"{SECTION}CLOCK_SKEW_TOLERANCE", "30")
+    # the 30 s backoff ended 5 s ago, on both clocks
+    failed_load(api, ended_ago=600)
+    decide_load()
+    reads = len(api.paths())
+    failed_load(api, ended_ago=35)
+    # a busy server: every answer of the reads carries a Date 10 s old, within the
+    # tolerance; deciding at both ends of that measurement would find 5 s of backoff left
+    # and skip the retry (a gate does not wait). The gate asks again.
+    api.stale_answers = reads
+    assert decide_load().decision("load").decision == "retry-eligible"
+    assert api.paths()[-1] == "/api/v2/version"  # the fresh answer
+    # a server really 8 s behind, within the tolerance, still has 3 s of backoff to run
+    api.clock_shift = -8.0
+    failed_load(api, ended_ago=27, server_shift=-8.0)
+    assert decide_load().decision("load").decision == "wait-backoff"
+
+
 def test_a_busy_servers_late_date_is_asked_again_before_this_worker_is_found_ahead(
     server: Served, api: FakeAirflowApi
 ) -> None:
