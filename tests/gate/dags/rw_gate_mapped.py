@@ -29,6 +29,7 @@ import pendulum
 from airflow.sdk import DAG, task, task_group
 from airflow.sdk.exceptions import AirflowFailException
 from mapped_loads import DEADLINE, NOT_SAFE, PARTITIONS, mapped_loads
+from settling import settle_past
 
 from airflow_retrywindow import (
     RetryWindowGateOperator,
@@ -121,7 +122,7 @@ with DAG(
     @task(trigger_rule="all_done")
     def settle_down() -> None:
         """Let fetch[0]'s one-second backoff pass before its gate decides."""
-        time.sleep(2)
+        settle_past(1)
 
     @task
     def refetch(partition: str) -> str:

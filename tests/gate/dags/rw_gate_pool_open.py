@@ -12,12 +12,12 @@ decides ``append``'s repeat (``retry_append``) and ``wait_append_b`` waits on
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException
+from settling import settle_past
 
 from airflow_retrywindow import (
     Deadline,
@@ -63,7 +63,7 @@ with DAG(
     def backoff_over() -> None:
         """Nothing decides until the targets' 1 s backoff is over: a decision inside it
         would wait, and which one comes is a matter of timing."""
-        time.sleep(2)
+        settle_past(1)
 
     pause = backoff_over()
 

@@ -14,11 +14,11 @@ on older Airflow the DAG is the rest, every estimate the gates' own ``Work``.
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
+from settling import settle_past
 
 from airflow_retrywindow import (
     Budget,
@@ -102,7 +102,7 @@ with DAG(
 
     @task(trigger_rule="all_done")
     def settle() -> None:
-        time.sleep(2.5)  # every 1 s backoff is over when the gates look
+        settle_past(1)  # every 1 s backoff is over when the gates look
 
     targets = {
         "extract": QUICK,
