@@ -95,6 +95,12 @@ def stack(
         "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
         "AIRFLOW__METRICS__STATSD_PORT": str(listener.socket.getsockname()[1]),
         "AIRFLOW__METRICS__STATSD_PREFIX": PREFIX,
+        # The killed try's retry-start check reads the API server's clock within
+        # clock_read_limit, (max_failed_heartbeats - 1) x min_heartbeat_interval: with
+        # Airflow's three, 10 s. In CI's first minutes, with every stack booting, the server
+        # answered neither of two reads in 7.7 s and the check refused the retry as
+        # undecidable (fail closed). Six make it 25 s, as on the shared stack of the chains.
+        "AIRFLOW__WORKERS__MAX_FAILED_HEARTBEATS": "6",
     }
     with sqlite_stack(home, SERVICES, [DAG_ID], dags_folder=dags, extra_env=settings) as running:
         yield running

@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import pendulum
 import pytest
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
@@ -112,7 +113,9 @@ def _bigquery_shaped_id(try_number: int) -> str:
     return job_id
 
 
-def test_a_long_job_id_keeps_the_first_time_its_failure_was_seen() -> None:
+def test_a_long_job_id_keeps_the_first_time_its_failure_was_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     class LongIds(type(job_operator(Jobs(), policy()))):  # type: ignore[misc]
         def submit_job(self, context: object) -> str:
             return self.jobs.submit(_bigquery_shaped_id(context["ti"].try_number))  # type: ignore[index]
@@ -122,13 +125,19 @@ def test_a_long_job_id_keeps_the_first_time_its_failure_was_seen() -> None:
     task.__class__ = LongIds
     lost_after_submit(task, store)
     jobs.statuses[_bigquery_shaped_id(1)] = "FAILED"
+    # on a frozen clock, half way through a second: the model's whole seconds round the
+    # same way at both starts, and only a failure time not kept moves the reschedule
+    first_seen = pendulum.now("UTC").replace(microsecond=500_000)
+    clock = [first_seen]
+    monkeypatch.setattr(pendulum, "now", lambda tz=None: clock[0])
     with pytest.raises(AirflowRescheduleException) as first:
         start(task, store, 2)
+    clock[0] = first_seen.add(seconds=5)
     with pytest.raises(AirflowRescheduleException) as again:
-        start(task, store, 2)  # started again before the backoff ran out
+        start(task, store, 2)  # started again before the 30 s backoff ran out
     job = latest(store)["reconciliation"]
     assert job["externalId"] == _bigquery_shaped_id(1)
-    assert job["failedSince"] is not None
+    assert pendulum.parse(job["failedSince"]) == first_seen
     assert again.value.reschedule_date == first.value.reschedule_date
 
 
