@@ -7,7 +7,9 @@
 * ``per_partition`` is the same load inside a mapped task group; ``group_gate``
   skips ``repeat``, a mapped task group holding the repeat.
 * ``append`` fails in both map indexes, each after three seconds, so the one that
-  runs second ends three seconds later; ``wait_append`` (deferrable) waits out the
+  runs second ends three seconds later; it runs after ``by_partition.settle_down``,
+  so that in ``dags test`` no pause of seconds runs between its failures and the
+  sensor's first look; ``wait_append`` (deferrable) waits out the
   backoff that ends last, then lets ``retry_append`` through, and ``append_gate``
   lets ``rerun`` run.
 * ``by_partition`` is a mapped task group with its own gate: ``fetch`` fails
@@ -47,7 +49,7 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["retry-window-test"],
-):
+) as dag:
     load, per_partition = mapped_loads(timedelta(seconds=1))
 
     @task
@@ -110,7 +112,8 @@ with DAG(
         return f"rerun after {pause}"
 
     pauses = [3, 3]
-    append.expand(pause=pauses) >> wait_append >> [retry_append.expand(pause=pauses), append_gate]
+    appended = append.expand(pause=pauses)
+    appended >> wait_append >> [retry_append.expand(pause=pauses), append_gate]
     append_gate >> rerun.expand(pause=pauses)
 
     @task(retries=1, retry_delay=timedelta(seconds=1))
@@ -140,6 +143,8 @@ with DAG(
         fetch(partition) >> settle_down() >> gate_here >> refetch(partition)
 
     by_partition.expand(partition=["p0", "p1"])
+    # its seconds of pause not between the appends' failures and the sensor's first look
+    dag.get_task("by_partition.settle_down") >> appended
 
     @task(retries=1, retry_delay=timedelta(minutes=10))
     def settle(partition: str) -> None:
