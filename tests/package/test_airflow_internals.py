@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib.util
 import inspect
 import re
@@ -158,15 +159,22 @@ def _imported(node: ast.ImportFrom | ast.Import) -> str | None:
     return f"import {', '.join(names)} from {module}" if names else None
 
 
+@functools.cache
+def _package() -> tuple[tuple[tuple[Path, ast.Module], ...], frozenset[str]]:
+    """The modules to scan, parsed, and the private names the package defines: read once
+    for every scan of a test run."""
+    found = tuple(_modules())
+    trees = [tree for _, tree in found] + [ast.parse(INTERNALS.read_text(encoding="utf-8"))]
+    return found, own_private_names(trees)
+
+
 def violations(extra: dict[str, str] | None = None) -> list[str]:
     """Every private use of Airflow's outside airflow_internals.py, as ``path:line: what``.
 
     :param extra: more modules to scan, by name, with their source.
     """
-    found = list(_modules())
-    trees = [tree for _, tree in found] + [ast.parse(INTERNALS.read_text(encoding="utf-8"))]
+    found, own = _package()
     planted = [(Path(name), ast.parse(text)) for name, text in (extra or {}).items()]
-    own = own_private_names(trees)
     return [
         f"{path.relative_to(PACKAGE.parent) if path.is_absolute() else path}:{line}: {what}"
         for path, tree in [*found, *planted]
