@@ -12,7 +12,7 @@ uv (the dev group's) with that minor's constraints file:
     airflow-3.2   Python 3.12   constraints-3.2.txt   SUBSET
     airflow-3.3   Python 3.13   constraints.txt       PYTHON_SUBSET
 
-    nox                                # what CI runs: every session, one after another
+    nox                                # every session, one after another
     nox -s airflow-3.1                 # one minor
     nox -s airflow-3.2 -- -k sensor    # what follows -- goes to pytest
 
@@ -20,11 +20,11 @@ Tests that need Airflow 3.3 (``requires_airflow_3_3``) skip on older minors with
 reason. Each session prints one line, ``Airflow 3.1.8 on Python 3.10: N passed ... in S s``,
 and appends it to ``.test-runs/airflow-versions.txt``, which CI (``.ci/run``) prints.
 
-Beside the suite in CI each older minor's session takes 6 to 9 minutes, most of it
+Beside the suite in CI each older minor's session takes 5 to 7 minutes, most of it
 waiting out the sensors' backoffs; Airflow 3.3's, which ran the same subset and the policy
-on a real Airflow until the suite had it all, about one. CI runs the three one after the
-other beside the suite (.ci/run): running 3.3's after the wheel check instead, beside the
-suite's busiest minutes, made CI two minutes longer.
+on a real Airflow until the suite had it all, about one. One after the other they took as
+long as the suite, so CI (.ci/run) runs 3.1's beside 3.2's, then 3.3's, all beside the
+suite: two nox processes at once.
 
 The virtualenvs (``.nox/``) are kept and reused, so a second run installs nothing
 new (a fresh clone, as in CI, creates them). pyenv's interpreters are found without
@@ -134,9 +134,11 @@ def _find_pyenv_interpreters() -> None:
         if not candidates:
             continue
         links.mkdir(parents=True, exist_ok=True)
-        link = links / name
-        link.unlink(missing_ok=True)
-        link.symlink_to(candidates[-1])
+        # made beside and renamed over: CI runs two nox processes at once
+        made = links / f".{name}.{os.getpid()}"
+        made.unlink(missing_ok=True)
+        made.symlink_to(candidates[-1])
+        os.replace(made, links / name)
     if links.is_dir():
         os.environ["PATH"] = os.pathsep.join([str(links), os.environ.get("PATH", "")])
 
