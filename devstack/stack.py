@@ -36,7 +36,10 @@ API_CONNECTION = "airflow_api_default"
 #: every stack's key, so that a copied metadata DB's encrypted connection still reads
 FERNET_KEY = "cmV0cnktd2luZG93LWxvY2FsLWZlcm5ldC1rZXktMDA="
 SERVICES = {
-    "api-server": ["api-server"],
+    # the REST API, the UI and the plugins' apps; the execution API runs apart (see
+    # AirflowStack.start), each on its own port (AirflowStack.service_ports)
+    "api-server": ["api-server", "--apps", "core"],
+    "execution-api": ["api-server", "--apps", "execution"],
     "scheduler": ["scheduler"],
     "dag-processor": ["dag-processor"],
     "triggerer": ["triggerer"],
@@ -89,8 +92,8 @@ PARSE_LIMIT = 300
 STALL_ALLOWED = 180
 #: seconds a task's supervisor waits for one answer of the execution API (Airflow's: 5)
 ANSWER_ALLOWED = 30
-#: seconds a writer waits for SQLite's lock (its default: 5): on a loaded machine the API
-#: server's audit log insert waited longer and answered 500
+#: seconds a writer waits for SQLite's lock (its default: 5): on two loaded cores another
+#: service's transaction can hold it for seconds
 SQLITE_LOCK_WAIT = 30
 #: seconds the tests wait for one answer of the REST API: a write there may first wait out
 #: SQLite's lock, so that the server answers (with an error, where the wait ran out) before
@@ -150,9 +153,12 @@ class AirflowStack:
     extra_env: dict[str, str] = field(default_factory=dict)
     service_env: dict[str, dict[str, str]] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
+    execution_port: int = field(default_factory=free_port)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        while self.execution_port == self.port:
+            self.execution_port = free_port()
         self.home.mkdir(parents=True, exist_ok=True)
         self.logs = self.home / "service-logs"
         self.logs.mkdir(exist_ok=True)
@@ -172,7 +178,7 @@ class AirflowStack:
             "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN[0]}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.execution_url}/execution/",
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API_AUTH__JWT_SECRET": "retry-window-local-secret",
@@ -205,8 +211,18 @@ class AirflowStack:
 
     @property
     def url(self) -> str:
-        """The API server's base URL."""
+        """The API server's base URL: the REST API, the UI and the plugins' apps."""
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def execution_url(self) -> str:
+        """The base URL of the API server that serves the execution API to tasks."""
+        return f"http://127.0.0.1:{self.execution_port}"
+
+    @property
+    def service_ports(self) -> dict[str, int]:
+        """The port each API server listens on, by service name."""
+        return {"api-server": self.port, "execution-api": self.execution_port}
 
     def airflow(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run the ``airflow`` command line against this home."""
@@ -279,12 +295,21 @@ class AirflowStack:
     def start(self, *names: str) -> None:
         """Start services in the background, each in its own process group.
 
-        The API server goes first and is waited for: it also serves the execution API,
-        and a scheduler that queues a task before it answers sees the task fail.
+        ``api-server`` starts two API servers, one for the REST API and one for the
+        execution API, as a deployment may. On SQLite one cannot serve both: the REST API
+        logs a write (an audit log row) with a commit on its event loop, which then waits
+        for SQLite's lock. When an execution API request held it, its own commit
+        waited for that loop: in CI the whole stack stood still for the lock timeout
+        (30 s), and the REST request failed with 500. Apart, the lock passes from one
+        process to the other as it should.
+
+        They go first and are waited for: a scheduler that queues a task before the
+        execution API answers sees the task fail.
         """
         if "api-server" in names:
+            self._launch("execution-api")
             self._launch("api-server")
-            self.wait_for(self.api_ready, "the API server", timeout=120)
+            self.wait_for(self.api_ready, "the API servers", timeout=120)
         for name in names:
             if name != "api-server":
                 self._launch(name)
@@ -293,13 +318,17 @@ class AirflowStack:
         binary = Path(sys.executable).with_name("airflow")
         out = (self.logs / f"{name}.log").open("ab")
         self.processes[name] = subprocess.Popen(
-            [str(binary), *SERVICES[name]],
+            [str(binary), *SERVICES[name], *self._port_arguments(name)],
             env={**self.env, **self.service_env.get(name, {})},
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         log(f"started {name} (pid {self.processes[name].pid})")
+
+    def _port_arguments(self, name: str) -> list[str]:
+        port = self.service_ports.get(name)
+        return [] if port is None else ["--port", str(port)]
 
     def restart(self, name: str) -> None:
         """Stop one service and start it again."""
@@ -318,12 +347,15 @@ class AirflowStack:
         log(f"stopped {name} (pid {process.pid})")
 
     def api_ready(self) -> bool:
-        """``True`` once the API server answers."""
-        try:
-            with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=2):
-                return True
-        except (urllib.error.URLError, OSError):
-            return False
+        """``True`` once both API servers answer."""
+        healths = (f"{self.url}/api/v2/monitor/health", f"{self.execution_url}/execution/health")
+        for health in healths:
+            try:
+                with urllib.request.urlopen(health, timeout=2):
+                    pass
+            except (urllib.error.URLError, OSError):
+                return False
+        return True
 
     def wait_for(self, ready: Callable[[], bool], what: str, *, timeout: float) -> None:
         """Poll ``ready`` until it holds; fail with the service logs' tails."""

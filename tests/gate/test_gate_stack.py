@@ -27,6 +27,8 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pendulum
@@ -64,6 +66,28 @@ def _when(value: object) -> pendulum.DateTime:
     parsed = pendulum.parse(str(value), tz="UTC")
     assert isinstance(parsed, pendulum.DateTime)
     return parsed
+
+
+def _answer_type(url: str) -> tuple[int, str]:
+    """The status and the media type of a GET of ``url``."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return int(answer.status), answer.headers.get_content_type()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get_content_type()
+
+
+def test_the_execution_api_is_served_apart_from_the_rest_api(stack: AirflowStack) -> None:
+    """On SQLite one API server serving both stood still for the lock timeout
+    (:meth:`AirflowStack.start` says why); the tasks reach the execution API's own."""
+    health = (200, "application/json")
+    assert _answer_type(f"{stack.url}/api/v2/monitor/health") == health
+    assert _answer_type(f"{stack.execution_url}/execution/health") == health
+    # the UI answers every path it does not know with its page
+    assert _answer_type(f"{stack.url}/execution/health")[1] == "text/html"
+    assert _answer_type(f"{stack.execution_url}/api/v2/monitor/health")[0] == 404
+    told = stack.env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"]
+    assert told == f"{stack.execution_url}/execution/"
 
 
 def test_a_cleared_repeat_waits_for_reconciliation(stack: AirflowStack) -> None:
@@ -287,7 +311,7 @@ def _skewed_worker(
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         **({"FAKETIME_FMT": "%s"} if stopped else {}),
         "AIRFLOW_CONN_RW_SKEWED": json.dumps(connection),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api or stack.execution_url}/execution/",
         **{f"AIRFLOW__RETRY_WINDOW__{name.upper()}": value for name, value in settings.items()},
     }
     done = subprocess.run(
@@ -340,7 +364,7 @@ def test_a_worker_clock_beyond_the_tolerance_is_refused_naming_the_clock_and_the
     )  # fmt: skip
     for found, api, url in (
         (gate["refused"], "REST API", stack.url),
-        (policy["reason"], "API server", f"{stack.url}/execution/"),
+        (policy["reason"], "API server", f"{stack.execution_url}/execution/"),
     ):
         first, second = (re.escape(side.format(api=api, url=url)) for side in (ahead, behind))
         # the Date header has whole seconds: "about" is 60 s give or take one

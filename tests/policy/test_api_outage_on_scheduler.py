@@ -51,10 +51,10 @@ HOUR = 3600
 class Proxies:
     """The stack's proxies: the execution API's and each gate's REST connection's."""
 
-    def __init__(self, upstream: int) -> None:
-        self.execution = TcpProxy(upstream)
-        self.rest = TcpProxy(upstream)
-        self.rest_long = TcpProxy(upstream)
+    def __init__(self, rest: int, execution: int) -> None:
+        self.execution = TcpProxy(execution)
+        self.rest = TcpProxy(rest)
+        self.rest_long = TcpProxy(rest)
 
     def close(self) -> None:
         for each in (self.execution, self.rest, self.rest_long):
@@ -63,7 +63,7 @@ class Proxies:
 
 @pytest.fixture(scope="module")
 def proxies() -> Iterator[Proxies]:
-    both = Proxies(free_port())
+    both = Proxies(free_port(), free_port())
     try:
         yield both
     finally:
@@ -93,7 +93,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, proxies: Proxies) -> Iterato
         database_url=f"sqlite:///{home}/airflow.db?timeout=30",
         dags_folder=dags,
         extra_env=settings,
-        port=proxies.execution.upstream or 0,
+        port=proxies.rest.upstream or 0,
+        execution_port=proxies.execution.upstream or 0,
     )
     running.prepare_from(prepared_sqlite_db())
     try:
