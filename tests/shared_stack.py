@@ -6,12 +6,11 @@ services and their own DAGs, so they share one stack: ``make test`` hands them t
 worker together (:class:`ModulesTogether`), which boots it once, parsing a copy of each
 one's DAG folder in a folder of its own, and each module waits for its own DAGs and
 triggers runs of its own. Their DAG ids differ, so their runs, task instances and records
-do too. The modules that trigger runs as soon as their stack is up share one apart from
-the scheduled DAG's (``rw_deadline_alert``): its two tasks starting as the stack booted
-stalled every SQLite writer of it for 30 s, and a run triggered then failed (500).
-A module's DAGs import the modules beside them by name (``counted_tries``), as in a DAG
-folder of their own: every copied folder is on the services' ``PYTHONPATH``, so the DAG
-processor, the workers and the triggerer (a trigger's classpath) find them.
+do too. The scheduled DAG's (``rw_deadline_alert``) tasks start as the stack boots, beside
+the first module's runs. A module's DAGs import the modules beside them by name
+(``counted_tries``), as in a DAG folder of their own: every copied folder is on the
+services' ``PYTHONPATH``, so the DAG processor, the workers and the triggerer (a
+trigger's classpath) find them.
 
 A module that needs a stack of its own keeps starting one with
 :func:`devstack.stack.sqlite_stack`: other settings (a secret in the environment, a short
@@ -58,16 +57,6 @@ class Sharing:
 STACKS = (
     Sharing(
         "shared-stack",
-        ("api-server", "scheduler", "dag-processor"),
-        {
-            "tests/policy/test_policy_clear.py": (TESTS / "policy" / "dags",),
-            "tests/policy/test_deadline_alert_on_scheduler.py": (
-                TESTS / "policy" / "deadline_dags",
-            ),
-        },
-    ),
-    Sharing(
-        "shared-stack-with-triggerer",
         ("api-server", "scheduler", "dag-processor", "triggerer"),
         {
             "tests/gate/test_gate_stack.py": (
@@ -78,6 +67,10 @@ STACKS = (
             "tests/policy/test_chain_on_scheduler.py": (
                 TESTS / "policy" / "chain_dags",
                 TESTS / "policy" / "scheduler_dags" / "counted_tries.py",
+            ),
+            "tests/policy/test_policy_clear.py": (TESTS / "policy" / "dags",),
+            "tests/policy/test_deadline_alert_on_scheduler.py": (
+                TESTS / "policy" / "deadline_dags",
             ),
         },
         {

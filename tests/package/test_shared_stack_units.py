@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from contextlib import ExitStack
+from pathlib import Path
 
-from tests.shared_stack import MODULES, STACKS, ModulesTogether, SharedStacks
+import pytest
+
+from tests.shared_stack import MODULES, STACKS, ModulesTogether, SharedStacks, Sharing
 
 
 def _scope(nodeid: str) -> str:
@@ -28,14 +31,19 @@ def test_every_other_module_is_a_unit_of_its_own() -> None:
     assert first not in {_scope(f"{module}::test_a") for module in MODULES}
 
 
-def test_a_shared_stack_stops_after_the_last_test_sharing_it() -> None:
+def test_a_shared_stack_stops_after_the_last_test_sharing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (first,) = STACKS
+    # a second shared stack, for the move from one to another
+    second = Sharing("other-stack", first.services, {"tests/x/test_other.py": (Path("x"),)})
+    monkeypatch.setitem(MODULES, "tests/x/test_other.py", second)
     stopped: list[str] = []
     stacks = SharedStacks(factory=None)  # type: ignore[arg-type]  # boots nothing here
-    for sharing in STACKS:
+    for sharing in (first, second):
         stops = ExitStack()
         stops.callback(stopped.append, sharing.name)
         stacks._running[sharing.name] = (None, stops)  # type: ignore[assignment]
-    first, second = STACKS
     one, other = list(first.modules)[:2]
     elsewhere = next(iter(second.modules))
     stacks.done(one, other)  # the next test shares the same stack: it keeps running

@@ -1,7 +1,7 @@
 """Airflow's deadline alerts and the retry window agree on a real scheduler; jitter reaches Airflow.
 
-One stack (API server, scheduler, DAG processor; shared with the modules configured
-alike, :mod:`tests.shared_stack`) and one scheduled run of
+One stack (API servers, scheduler, DAG processor, triggerer; shared with the modules
+configured alike, :mod:`tests.shared_stack`) and one scheduled run of
 ``deadline_dags/rw_deadline_alert.py``: the scheduler creates the run and its
 deadline rows; the policy, the gate and the jittered retry are then compared
 with what Airflow stored. The run fails on purpose (a refused alert), so Airflow
@@ -27,7 +27,6 @@ from tests.shared_stack import SharedStacks, for_module
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 DAG_ID = "rw_deadline_alert"
-SERVICES = ("api-server", "scheduler", "dag-processor")
 EVIDENCE_KEY = "retry_window.evidence"
 #: the DAG's first wait and jitter fraction (deadline_dags/rw_deadline_alert.py)
 RETRY_DELAY, JITTER = 4, 0.5
