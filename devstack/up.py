@@ -45,6 +45,8 @@ def main() -> None:
     # a metadata DB that a newer Airflow migrated cannot be used by an older one
     home = ROOT / (".airflow" if policies else f".airflow-{minor[0]}.{minor[1]}")
     stack = AirflowStack(home=home, database_url=f"sqlite:///{home}/airflow.db", port=PORT)
+    # ``airflow standalone`` starts one API server, the execution API's too
+    stack.env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"{stack.url}/execution/"
     stack.prepare()
     print(f"\nAirflow UI: http://localhost:{PORT}  (login {ADMIN[0]} / password {ADMIN[1]})")
     if policies:
