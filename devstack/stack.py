@@ -296,12 +296,12 @@ class AirflowStack:
         """Start services in the background, each in its own process group.
 
         ``api-server`` starts two API servers, one for the REST API and one for the
-        execution API, as a deployment may. On SQLite one cannot serve both: the REST API
-        logs a write (an audit log row) with a commit on its event loop, which then waits
-        for SQLite's lock. When an execution API request held it, its own commit
-        waited for that loop: in CI the whole stack stood still for the lock timeout
-        (30 s), and the REST request failed with 500. Apart, the lock passes from one
-        process to the other as it should.
+        execution API, as a deployment may. On SQLite, one server serving both can stand
+        still: the REST API logs a write (an audit log row) with a commit on its event
+        loop, which then waits for SQLite's lock. When an execution API request held it,
+        its own commit waited for that loop: in CI the whole stack stood still for the
+        lock timeout (30 s), and the REST request failed with 500. Apart, the lock passes
+        from one process to the other as it should.
 
         They go first and are waited for: a scheduler that queues a task before the
         execution API answers sees the task fail.
