@@ -51,6 +51,9 @@ SERVICES = {
 
 #: the lowest port a service is started on
 LOWEST_SERVICE_PORT = 10000
+#: the ports this process handed out: a port found free stays free until its service binds
+#: it, so two asked for before either is bound (a stack's two API servers) could be one
+_HANDED_OUT: set[int] = set()
 
 
 def free_port() -> int:
@@ -60,18 +63,22 @@ def free_port() -> int:
     connection, and to a bind to port 0: a port found free there was, on a busy machine,
     taken by a connection in the seconds before the service started on it bound it. That
     API server could not start, and the wait for it was answered by another stack's.
+    No port is handed out twice by one process.
     """
     below = _ephemeral_ports().start
     if below - LOWEST_SERVICE_PORT < 1000:  # no room below it: let the kernel choose
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return int(probe.getsockname()[1])
-    for port in random.sample(range(LOWEST_SERVICE_PORT, below), 100):
+        candidates = [0] * 100
+    else:
+        candidates = random.sample(range(LOWEST_SERVICE_PORT, below), 100)
+    for candidate in candidates:
         with socket.socket() as probe:
             try:
-                probe.bind(("127.0.0.1", port))
+                probe.bind(("127.0.0.1", candidate))
             except OSError:
                 continue
+            port = int(probe.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
             return port
     raise RuntimeError(f"no free port among 100 tried between {LOWEST_SERVICE_PORT} and {below}")
 
@@ -157,8 +164,6 @@ class AirflowStack:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        while self.execution_port == self.port:
-            self.execution_port = free_port()
         self.home.mkdir(parents=True, exist_ok=True)
         self.logs = self.home / "service-logs"
         self.logs.mkdir(exist_ok=True)

@@ -8,8 +8,12 @@ start, and another stack's server answered the wait for it.
 
 from __future__ import annotations
 
+import random
 import socket
+from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 from devstack.stack import LOWEST_SERVICE_PORT, _ephemeral_ports, free_port
 
@@ -30,3 +34,17 @@ def test_the_ephemeral_range_is_the_kernels() -> None:
     with socket.socket() as client:  # an outgoing connection's own port comes from it
         client.bind(("127.0.0.1", 0))
         assert client.getsockname()[1] in _ephemeral_ports()
+
+
+def test_a_port_is_handed_out_once_even_when_the_draw_repeats(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stack's two API servers, or a test's two proxies, each get a port of their own:
+    two ports found free before either is bound may be the same one."""
+
+    def same_draw(population: Sequence[int], k: int) -> list[int]:
+        return list(population[:k])
+
+    monkeypatch.setattr(random, "sample", same_draw)
+    first, second = free_port(), free_port()
+    assert first != second
