@@ -31,12 +31,15 @@ _EXPORTS: dict[str, str] = {
     "RetryWindowGateOperator": "airflow_retrywindow.operators.gate",
     "RetryWindowSensor": "airflow_retrywindow.sensors.retry_window",
     "RetryWindowNotifier": "airflow_retrywindow.notifications.notifier",
+    "PoolBreakerOperator": "airflow_retrywindow.operators.pool_breaker",
+    "pool_breaker_dag": "airflow_retrywindow.operators.pool_breaker",
 }
 
 __all__ = [
     "Budget",
     "Deadline",
     "OutcomeUnknown",
+    "PoolBreakerOperator",
     "RetryWindowGateOperator",
     "RetryWindowNotifier",
     "RetryWindowPolicy",
@@ -45,6 +48,7 @@ __all__ = [
     "Work",
     "__version__",
     "check_dag",
+    "pool_breaker_dag",
 ]
 
 if TYPE_CHECKING:
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
     from airflow_retrywindow.gate.budget import Budget
     from airflow_retrywindow.notifications.notifier import RetryWindowNotifier
     from airflow_retrywindow.operators.gate import RetryWindowGateOperator
+    from airflow_retrywindow.operators.pool_breaker import PoolBreakerOperator, pool_breaker_dag
     from airflow_retrywindow.policies.check import check_dag
     from airflow_retrywindow.policies.retry_policy import RetryWindowPolicy
     from airflow_retrywindow.sensors.retry_window import RetryWindowSensor

@@ -22,12 +22,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_retrywindow.dependency.settings import MAX_COUNT as MAX_DEPENDENCY_COUNT
-from airflow_retrywindow.dependency.settings import MAX_ROUND as MAX_DEPENDENCY_ROUND
-from airflow_retrywindow.dependency.settings import MAX_WINDOW as MAX_DEPENDENCY_WINDOW
-
 if TYPE_CHECKING:
-    from airflow_retrywindow.dependency.settings import PoolSettings
+    from airflow_retrywindow.breaker.settings import BreakerPools
 
 SECTION = "retry_window"
 
@@ -227,58 +223,19 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "example": "0",
         "default": f"{DEFAULT_SENSOR_SHORT_WAIT:g}",
     },
-    "dependency_round": {
+    "breaker_pools": {
         "description": _described(
-            """Seconds of one probe round of a pool that is failing as a dependency (the
-            pool of a gated task, other than default_pool), 1 to 3600, on the API
-            server's clock. docs/dependencies.md."""
-        ),
-        "version_added": None,
-        "type": "integer",
-        "example": "30",
-        "default": "60",
-    },
-    "dependency_min_probes": {
-        "description": _described(
-            """The held retries of a failing dependency that probe it in every round, 1 to
-            100 (drawn from the first 100 retries of the pool a read lists)."""
-        ),
-        "version_added": None,
-        "type": "integer",
-        "example": "2",
-        "default": "1",
-    },
-    "dependency_trip_tasks": {
-        "description": _described(
-            """How many distinct task instances of a pool must be failing (in the window)
-            before its retries are held, 1 to 1000."""
-        ),
-        "version_added": None,
-        "type": "integer",
-        "example": "5",
-        "default": "3",
-    },
-    "dependency_window": {
-        "description": _described(
-            """Seconds looked back at most for a pool's successes since its failing began,
-            1 to 86400 (a failure counts while its retry waits or runs, however old)."""
-        ),
-        "version_added": None,
-        "type": "integer",
-        "example": "600",
-        "default": "300",
-    },
-    "dependency_pools": {
-        "description": _described(
-            """Each pool's own settings, as a JSON object by pool name: "off" switches the
-            pool off as a dependency, an object sets any of round, min_probes,
-            trip_tasks, window for it. A name that is no pool is said by
-            the Retry window view, on every run's pages. Empty: every pool but
-            default_pool with the defaults above."""
+            """The pools that are breakers, as a JSON object by pool name, each with its
+            own settings or none: round (seconds between two looks at the pool, 5 to
+            3600, default 60) and trip_calls (refused calls, with none served, that open
+            the breaker, 1 to 1000, default 3). A breaker pool holds every task in it, any
+            DAG's, while its dependency is down, and follows what it serves while it is
+            up in part, by its slots; the DAG of ``pool_breaker_dag()`` runs them.
+            docs/dependencies.md."""
         ),
         "version_added": None,
         "type": "string",
-        "example": '{"positions_api": {"trip_tasks": 5}, "legacy_db": "off"}',
+        "example": '{"positions_api": {"round": 30}, "warehouse": {}}',
         "default": "",
     },
     "view_base_url": {
@@ -351,7 +308,7 @@ def problems() -> list[ConfigurationError]:
 
     Never raises for a bad value: each is returned, so all of them can be reported.
     """
-    found = []
+    found = retired_problems()
     for reader in READERS.values():
         try:
             reader()
@@ -633,72 +590,35 @@ def view_base_url() -> str:
     return str(conf.get("api", "base_url", fallback="") or FALLBACK_BASE_URL)
 
 
-def _whole_number(option: str, low: int, high: int) -> int:
-    value = _raw(option)
+@reads("breaker_pools")
+def breaker_pools() -> BreakerPools:
+    """The breaker pools and each one's settings (``[retry_window] breaker_pools``)."""
+    from airflow_retrywindow.breaker.settings import BreakerPools, BreakerSettingError
+
+    text = _raw("breaker_pools")
     try:
-        number = int(value)
-    except ValueError:
-        number = low - 1
-    if not low <= number <= high:
-        raise ConfigurationError(option, value, f"a whole number from {low} to {high}")
-    return number
+        return BreakerPools.parse(text, option="breaker_pools")
+    except BreakerSettingError as error:
+        raise ConfigurationError("breaker_pools", text, str(error)) from None
 
 
-@reads("dependency_round")
-def dependency_round() -> int:
-    """Seconds of a dependency's probe round (``[retry_window] dependency_round``)."""
-    return _whole_number("dependency_round", 1, MAX_DEPENDENCY_ROUND)
+#: options a release before had, and what replaces each: set, they are refused
+RETIRED = {
+    "dependency_pools": "breaker_pools, which names each breaker pool; a pool is no longer a "
+    "breaker because a gated task runs in it",
+    "dependency_round": "the round of each pool in breaker_pools",
+    "dependency_trip_tasks": "the trip_calls of each pool in breaker_pools",
+    "dependency_min_probes": "nothing: an open breaker opens one probe slot a round",
+    "dependency_window": "nothing: a breaker counts each round since the round before",
+}
 
 
-@reads("dependency_min_probes")
-def dependency_min_probes() -> int:
-    """The probes of every round (``[retry_window] dependency_min_probes``)."""
-    from airflow_retrywindow.dependency.settings import MAX_PROBES
+def retired_problems() -> list[ConfigurationError]:
+    """An error for each retired option still set, naming what replaces it."""
+    from airflow_retrywindow.version_compat import conf
 
-    return _whole_number("dependency_min_probes", 1, MAX_PROBES)
-
-
-@reads("dependency_trip_tasks")
-def dependency_trip_tasks() -> int:
-    """Failing task instances that hold a pool's retries
-    (``[retry_window] dependency_trip_tasks``)."""
-    return _whole_number("dependency_trip_tasks", 1, MAX_DEPENDENCY_COUNT)
-
-
-@reads("dependency_window")
-def dependency_window() -> int:
-    """Seconds looked back for a pool's failures (``[retry_window] dependency_window``)."""
-    return _whole_number("dependency_window", 1, MAX_DEPENDENCY_WINDOW)
-
-
-@reads("dependency_pools")
-def dependency_pools() -> str:
-    """The pools' own settings, as JSON text checked on its own (``[retry_window]
-    dependency_pools``); :func:`pool_settings` puts them over the defaults."""
-    from airflow_retrywindow.dependency.settings import DependencySettings
-
-    text = _raw("dependency_pools")
-    _pools_over(DependencySettings(), text)
-    return text
-
-
-def pool_settings() -> PoolSettings:
-    """Every pool's dependency settings: the ``dependency_*`` defaults, and each pool's own."""
-    from airflow_retrywindow.dependency.settings import DependencySettings
-
-    defaults = DependencySettings(
-        round_seconds=dependency_round(),
-        min_probes=dependency_min_probes(),
-        trip_tasks=dependency_trip_tasks(),
-        window_seconds=dependency_window(),
-    )
-    return _pools_over(defaults, dependency_pools())
-
-
-def _pools_over(defaults: Any, text: str) -> PoolSettings:
-    from airflow_retrywindow.dependency.settings import DependencySettingError, PoolSettings
-
-    try:
-        return PoolSettings.parse(defaults, text, option="dependency_pools")
-    except DependencySettingError as error:
-        raise ConfigurationError("dependency_pools", text, str(error)) from None
+    return [
+        ConfigurationError(option, conf.get(SECTION, option), f"it is gone; use {instead}")
+        for option, instead in RETIRED.items()
+        if conf.has_option(SECTION, option)
+    ]

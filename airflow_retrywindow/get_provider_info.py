@@ -29,7 +29,10 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "Retry Window",
-                "python-modules": ["airflow_retrywindow.operators.gate"],
+                "python-modules": [
+                    "airflow_retrywindow.operators.gate",
+                    "airflow_retrywindow.operators.pool_breaker",
+                ],
             }
         ],
         "sensors": [
@@ -41,7 +44,10 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Retry Window",
-                "python-modules": ["airflow_retrywindow.triggers.gated"],
+                "python-modules": [
+                    "airflow_retrywindow.triggers.gated",
+                    "airflow_retrywindow.triggers.pool_breaker",
+                ],
             }
         ],
         "hooks": [

@@ -57,14 +57,13 @@ RETRY_START_NOT_RUN = "retry_window.retry_start.not_run"
 #: per gate evaluation an approval overrode the model on: the targets it released
 OVERRIDE_APPROVED = "retry_window.override.approved"
 
-#: one per retry held because its pool, a shared dependency, is failing
-DEPENDENCY_HELD = "retry_window.dependency.held"
-#: one per held retry let run as a probe of its failing pool
-DEPENDENCY_PROBE = "retry_window.dependency.probe"
-#: one per held retry released once its pool recovers
-DEPENDENCY_RELEASED = "retry_window.dependency.released"
-#: per pool, 1 while it is failing (retries held), 0 otherwise
-DEPENDENCY_OPEN = "retry_window.dependency.open"
+#: per breaker pool, the slots its breaker gives it, and 1 while it is open (else 0)
+BREAKER_SLOTS = "retry_window.breaker.slots"
+BREAKER_OPEN = "retry_window.breaker.open"
+#: one per probe slot an open breaker opened
+BREAKER_PROBE = "retry_window.breaker.probe"
+#: one per breaker a failing try opened
+BREAKER_TRIP = "retry_window.breaker.trip"
 
 #: every name, for the documentation and for the check against Airflow's name rules
 NAMES = (
@@ -78,10 +77,10 @@ NAMES = (
     RETRY_START_REFUSED,
     RETRY_START_NOT_RUN,
     OVERRIDE_APPROVED,
-    DEPENDENCY_HELD,
-    DEPENDENCY_PROBE,
-    DEPENDENCY_RELEASED,
-    DEPENDENCY_OPEN,
+    BREAKER_SLOTS,
+    BREAKER_OPEN,
+    BREAKER_PROBE,
+    BREAKER_TRIP,
 )
 
 COUNTER = "counter"
@@ -271,29 +270,21 @@ def retry_start_not_run_metrics(*, dag_id: str, task_id: str) -> list[Metric]:
     return [Metric(RETRY_START_NOT_RUN, COUNTER, 1, tags)]
 
 
-def dependency_metrics(name: str, *, dag_id: str, task_id: str, pool: str) -> list[Metric]:
-    """The metric of one retry held, probing or released because of its pool.
+def breaker_metrics(pool: str, *, slots: int, size: int, is_open: bool) -> list[Metric]:
+    """The gauges of a breaker pool after a round: its slots, and 1 while it is open.
 
-    :param name: :data:`DEPENDENCY_HELD`, :data:`DEPENDENCY_PROBE` or :data:`DEPENDENCY_RELEASED`.
-    :param dag_id: the task's DAG.
-    :param task_id: the gated task.
-    :param pool: its pool, the dependency; a tag, so that a name never holds a pool's name.
-    """
-    if name not in (DEPENDENCY_HELD, DEPENDENCY_PROBE, DEPENDENCY_RELEASED):
-        raise ValueError(f"name must be one of the dependency counters, got {name!r}")
-    tags = {"dag_id": dag_id, "task_id": task_id, "decided_by": RETRY_START, "pool": pool}
-    return [Metric(name, COUNTER, 1, tags)]
-
-
-def dependency_state_metrics(pool: str, *, is_open: bool) -> list[Metric]:
-    """The gauge of a pool's state as a dependency: 1 while its retries are held, else 0.
-
-    :param pool: the pool.
-    :param is_open: whether the pool is failing (``open``): its retries are held.
+    :param pool: the pool; a tag, so that a name never holds a pool's name.
+    :param slots: the slots the breaker gives it.
+    :param size: its owner's size, a tag.
+    :param is_open: whether the dependency is down (no slot but a probe's).
     """
     if not isinstance(is_open, bool):
         raise ValueError(f"open must be true or false, got {is_open!r}")
-    return [Metric(DEPENDENCY_OPEN, GAUGE, int(is_open), {"pool": str(pool)})]
+    tags = {"pool": str(pool), "size": str(size)}
+    return [
+        Metric(BREAKER_SLOTS, GAUGE, slots, tags),
+        Metric(BREAKER_OPEN, GAUGE, int(is_open), tags),
+    ]
 
 
 # -- the senders: one line at each decision point, never raising -------------------
@@ -342,26 +333,21 @@ def retry_start_not_run(context: Mapping[str, Any]) -> None:
     _send_safely(lambda: retry_start_not_run_metrics(**_task_of(context)))
 
 
-def dependency_held(context: Mapping[str, Any], pool: str) -> None:
-    """Count a retry of the task of ``context`` held because ``pool`` is failing."""
-    _send_safely(lambda: dependency_metrics(DEPENDENCY_HELD, **_task_of(context), pool=str(pool)))
+def breaker_state(pool: str, *, slots: int, size: int, is_open: bool) -> None:
+    """Set a breaker pool's gauges after a round; see :func:`breaker_metrics`."""
+    _send_safely(lambda: breaker_metrics(pool, slots=slots, size=size, is_open=is_open))
 
 
-def dependency_probe(context: Mapping[str, Any], pool: str) -> None:
-    """Count a held retry of the task of ``context`` let run to probe ``pool``."""
-    _send_safely(lambda: dependency_metrics(DEPENDENCY_PROBE, **_task_of(context), pool=str(pool)))
+def breaker_probe(pool: str) -> None:
+    """Count a probe slot the breaker of ``pool`` opened."""
+    _send_safely(lambda: [Metric(BREAKER_PROBE, COUNTER, 1, {"pool": str(pool)})])
 
 
-def dependency_released(context: Mapping[str, Any], pool: str) -> None:
-    """Count a held retry of the task of ``context`` released as ``pool`` recovers."""
+def breaker_trip(context: Mapping[str, Any], pool: str) -> None:
+    """Count the breaker of ``pool`` opened by the failing try of ``context``."""
     _send_safely(
-        lambda: dependency_metrics(DEPENDENCY_RELEASED, **_task_of(context), pool=str(pool))
+        lambda: [Metric(BREAKER_TRIP, COUNTER, 1, {**_task_of(context), "pool": str(pool)})]
     )
-
-
-def dependency_state(pool: str, open: bool) -> None:
-    """Set ``pool``'s dependency gauge: 1 while it is failing (``open``), 0 otherwise."""
-    _send_safely(lambda: dependency_state_metrics(str(pool), is_open=open))
 
 
 def counts_gate_errors(by: str) -> Callable[[Method], Method]:

@@ -31,7 +31,7 @@ from types import MappingProxyType
 
 from airflow_retrywindow.model.decisions import Decision
 
-#: a retry held because its pool, a shared dependency, is failing: not a model decision
+#: a repeat held because its pool's breaker is open: not a model decision
 DEPENDENCY_HELD = "dependency-held"
 
 #: how strict a verdict is; the lower, the stricter: a refusal, a hold on a failing
@@ -261,8 +261,7 @@ _ENTRIES = (
     ),
     _entry(
         DEPENDENCY_HELD,
-        "pool {pool} is failing since {failing_since} ({failing_tasks} task instances failing, "
-        "no success since); held until {hold_until}, when it is decided again",
+        "pool {pool}'s breaker is {breaker}; held until {hold_until}, when it is decided again",
         StatusWords(
             _STATE,
             "when pool {pool} recovers; {following} would fail the same way while it is failing",

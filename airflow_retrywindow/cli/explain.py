@@ -3,12 +3,8 @@
 It explains a fixture, or one decision as :class:`~airflow_retrywindow.RetryWindowPolicy`
 stored it (an entry of ``retry_window.evidence``: its ``fixture``, on its stored
 ``origin``). For a decision taken on a resumable job's status read, the read is
-shown under the table (:mod:`~airflow_retrywindow.records.reconciliation`); for a
-decision that carries its pool's state as a dependency, that state is shown beside
-it (:mod:`~airflow_retrywindow.records.dependency_state`), and a stored dependency
-state on its own (the ``retry_window_dependency`` value of a held retry) is shown as
-such. Stored text loses URL credentials before it is printed; nothing here imports
-Airflow.
+shown under the table (:mod:`~airflow_retrywindow.records.reconciliation`). Stored
+text loses URL credentials before it is printed; nothing here imports Airflow.
 """
 
 from __future__ import annotations
@@ -25,7 +21,6 @@ from airflow_retrywindow.exceptions import ClockError
 from airflow_retrywindow.labels import UTC_CLOCK, UTC_SHOWN
 from airflow_retrywindow.model import Fixture, InvalidFixture, Verdict, decide
 from airflow_retrywindow.records.decision_facts import DecisionFacts
-from airflow_retrywindow.records.dependency_state import DependencyRecord, dependency_of
 from airflow_retrywindow.records.reconciliation import KEY, RESCHEDULE, TimeText, action_words
 from airflow_retrywindow.redaction import without_credentials
 from airflow_retrywindow.timing.clock import Clock
@@ -51,9 +46,6 @@ def run(path: str, origin: str | None = None) -> int:
         return refuse(f"--origin: {error}; give the record's origin, e.g. 2026-12-01T10:00:00Z")
     try:
         data = load(path)
-        held = _dependency_alone(data)
-        if held is not None:
-            return emit("\n".join(dependency_explanation(held)) + "\n")
         entry = stored_decision(data)
         if entry is not None:
             clock = _stored_clock(entry, clock)
@@ -206,7 +198,7 @@ def _stored_lines(
     show: TimeFormat,
     written: TimeText,
 ) -> list[str]:
-    """What the stored decision adds under the table: its pool's state and its reconciled job."""
+    """What the stored decision adds under the table: its reconciled job."""
     lines = []
     if verdict.to_dict() != entry.get("result"):
         lines.append(
@@ -214,12 +206,8 @@ def _stored_lines(
         )
     if facts.composition:
         lines.append(facts.composition)
-    dependency = _stored_dependency(facts, written)
-    lines += dependency
     if KEY not in entry:
         return lines
-    if dependency:
-        lines.append("")
     job = facts.job
     if job is None:
         return [*lines, f"Reconciled before deciding: could not be read ({facts.job_problem})."]
@@ -228,49 +216,6 @@ def _stored_lines(
     lines.append(f"Reconciled before deciding: {job.job}")
     lines += [f"  {(question + ':').ljust(width)}  {answer}" for question, answer in answers]
     return lines
-
-
-def _dependency_alone(data: object) -> DependencyRecord | None:
-    """The dependency state ``data`` holds when it has no fixture: a held retry's own record.
-
-    :param data: the decoded input.
-    """
-    if isinstance(data, Mapping) and "fixture" in data:
-        return None
-    return dependency_of(data)
-
-
-def dependency_explanation(record: DependencyRecord) -> list[str]:
-    """The lines that explain a stored dependency state on its own (no model was asked)."""
-    return [
-        "Times are UTC.",
-        f"Stored decision about try {record.try_number} (retry-start); what Airflow was told: "
-        f"{record.did(_dated)} ({_shown(record.decision)}).",
-        _shown(record.reason or "No reason was stored."),
-        "",
-        *_dependency_lines(record, _dated),
-    ]
-
-
-def _dependency_lines(record: DependencyRecord, written: TimeText) -> list[str]:
-    """The pool's state as a dependency, as the view shows it, aligned."""
-    facts = record.facts(written)
-    width = max(len(name) for name, _ in facts) + 1
-    return [
-        f"Dependency: pool {_shown(record.pool)}",
-        *(f"  {(name + ':').ljust(width)}  {_shown(text)}" for name, text in facts),
-    ]
-
-
-def _stored_dependency(facts: DecisionFacts, written: TimeText) -> list[str]:
-    """The dependency state a stored decision carries, or what could not be read of it."""
-    if facts.dependency_problem is not None:
-        return [f"Dependency: could not be read ({facts.dependency_problem})."]
-    return [] if facts.dependency is None else _dependency_lines(facts.dependency, written)
-
-
-def _dated(when: pendulum.DateTime) -> str:
-    return when.in_timezone("UTC").format(UTC_SHOWN)
 
 
 def _start_at(facts: DecisionFacts, verdict: Verdict, show: TimeFormat) -> str | None:

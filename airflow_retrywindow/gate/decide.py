@@ -10,9 +10,9 @@ by the typed model (:meth:`~airflow_retrywindow.model.Verdict.of`), which answer
 exactly as ``airflow-retrywindow evaluate`` does, and its payload, result and
 clock origin are kept for offline replay. Every task instance then gets its decision
 with the numbers in real time, a one-line reason, an English status update, and
-a pool capacity verdict. A repeat whose pool, a shared dependency, is failing is
-``dependency-held`` instead of let run (:mod:`~airflow_retrywindow.gate.pool_dependency`),
-and its row keeps the pool's state as read. A resource budget, when given, is one
+a pool capacity verdict. A repeat whose pool's breaker is open (its dependency down) is
+``dependency-held`` instead of let run (:mod:`~airflow_retrywindow.gate.breaker_hold`),
+and its row keeps the breaker as read. A resource budget, when given, is one
 verdict for the whole gate.
 
 Nothing here reads Airflow or the network: the table is a pure function of
@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import pendulum
 
+from airflow_retrywindow.gate.breaker_hold import BreakerHold
 from airflow_retrywindow.gate.budget import Budget, BudgetVerdict
 from airflow_retrywindow.gate.capacity import CapacityVerdict, assess
 from airflow_retrywindow.gate.observe import Observed
-from airflow_retrywindow.gate.pool_dependency import PoolDependency
 from airflow_retrywindow.gate.read import model_ids
 from airflow_retrywindow.labels import UNMAPPED, UTC_ISO, Instance, label
 from airflow_retrywindow.model.bounds import MAX_TASKS
@@ -39,8 +39,8 @@ from airflow_retrywindow.model.decisions import NOT_ATTEMPTED, Decision, lets_ru
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.policy import Policy
 from airflow_retrywindow.model.verdict import TaskDecision, Verdict
-from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
-from airflow_retrywindow.records.dependency_state import DependencyRecord
+from airflow_retrywindow.records.breaker_state import KEY as BREAKER_KEY
+from airflow_retrywindow.records.breaker_state import BreakerState
 from airflow_retrywindow.records.stored_fixture import record_item
 from airflow_retrywindow.timing.clock import Clock
 from airflow_retrywindow.timing.fixtures import ClockedFixture, TaskFacts
@@ -72,8 +72,8 @@ class TargetDecision:
     :param earliest_start: when the next attempt may start, if scheduled.
     :param fixture: the index of the fixture that decided it, if any.
     :param map_index: the task instance's map index, ``-1`` when not mapped.
-    :param dependency: its pool's state as read, when the pool is a dependency and
-        the task instance was tried (what a repeat would run into).
+    :param breaker: its pool's breaker as read, when the pool is a breaker and the task
+        instance was tried (what a repeat would run into).
     """
 
     task_id: str
@@ -86,7 +86,7 @@ class TargetDecision:
     earliest_start: pendulum.DateTime | None
     fixture: int | None
     map_index: int = UNMAPPED
-    dependency: DependencyRecord | None = None
+    breaker: BreakerState | None = None
 
     @property
     def allows(self) -> bool:
@@ -101,7 +101,7 @@ class TargetDecision:
     @property
     def waits(self) -> bool:
         """Whether only a wait with an end holds it, in a pool that can hold it: its
-        backoff (``wait-backoff``) or its failing pool (``dependency-held``)."""
+        backoff (``wait-backoff``) or its pool's open breaker (``dependency-held``)."""
         found = verdict(self.decision)
         return found is not None and found.waits and not self.capacity.blocks
 
@@ -133,8 +133,8 @@ class TargetDecision:
             "capacity": self.capacity.as_dict(),
             "fixture": self.fixture,
         }
-        if self.dependency is not None:
-            found[DEPENDENCY_KEY] = self.dependency.as_dict()
+        if self.breaker is not None:
+            found[BREAKER_KEY] = self.breaker.as_dict()
         return found
 
 
@@ -230,7 +230,7 @@ def decide(
     origin: datetime | None,
     pools: Mapping[str, PoolRow],
     budget: Budget | None = None,
-    dependencies: Mapping[str, PoolDependency] | None = None,
+    breakers: Mapping[str, BreakerHold] | None = None,
 ) -> DecisionTable:
     """Decide every observed task instance and assemble the table.
 
@@ -241,8 +241,8 @@ def decide(
     :param origin: the preferred clock origin (the data interval start).
     :param pools: the pools the targets use, as read; a missing pool is infeasible.
     :param budget: the resource budget, if any.
-    :param dependencies: the pools the targets use that are dependencies, as read; a
-        repeat in one that is open is held.
+    :param breakers: the pools the targets use that are breakers, as read; a repeat in
+        one that is open is held.
     :raises InvalidFixture: when the model refuses a fixture (nothing is decided).
     :raises TargetError: when two task instances would share a model id.
     """
@@ -282,7 +282,7 @@ def decide(
                 clock=fixture.clock,
                 index=index,
                 pools=pools,
-                dependency=(dependencies or {}).get(view.pool),
+                breaker=(breakers or {}).get(view.pool),
             )
     decisions = tuple(
         rows[view.instance] if view.facts else _not_attempted(view, ids[view.instance], pools)
@@ -328,7 +328,7 @@ def _decided(
     clock: Clock,
     index: int,
     pools: Mapping[str, PoolRow],
-    dependency: PoolDependency | None = None,
+    breaker: BreakerHold | None = None,
 ) -> TargetDecision:
     """The task instance's row from the model's typed decision on the fixture ``index``."""
     observation = fixture.task(decision.id)
@@ -362,42 +362,33 @@ def _decided(
         fixture=index,
         map_index=view.map_index,
     )
-    if dependency is None:
+    if breaker is None:
         return row
     model = decision_fields(
         decision, observation, fixture, clock=lambda seconds: moment(clock, seconds, today)
     )
-    return _on_dependency(row, dependency, model, today)
+    return _on_breaker(row, breaker, model, today)
 
 
-def _on_dependency(
-    row: TargetDecision, dependency: PoolDependency, model: Fields, today: pendulum.DateTime
+def _on_breaker(
+    row: TargetDecision, breaker: BreakerHold, model: Fields, today: pendulum.DateTime
 ) -> TargetDecision:
-    """``row`` with its pool's state as read, held when the pool is failing.
+    """``row`` with its pool's breaker as read, held while the breaker is open.
 
     :param model: the values the model decision's status words name.
     :param today: the decision's "now".
     """
-    try_number = row.observed.try_number + 1  # the repeat
-    if not dependency.holds(row.decision):
-        kept = dependency.record(
-            decision=row.decision, try_number=try_number, reason="", hold_until=None
-        )
-        return replace(row, dependency=kept)
+    if not breaker.holds(row.decision):
+        return replace(row, breaker=breaker.state)
     # spread by the task instance within the run: its targets' holds end apart
-    until = dependency.hold_until(row.earliest_start, ("", "", row.task_id, row.map_index))
-    text = dependency.reason(until, today)
-    status = dependency.status(row.label, model, until, today)
-    kept = dependency.record(
-        decision=DEPENDENCY_HELD, try_number=try_number, reason=text, hold_until=until
-    )
+    until = breaker.hold_until(row.earliest_start, row.label, today)
     return replace(
         row,
         decision=DEPENDENCY_HELD,
-        reason=text,
-        status=_held(status, row.capacity),
+        reason=breaker.reason(until, today),
+        status=_held(breaker.status(row.label, model, until, today), row.capacity),
         earliest_start=until,
-        dependency=kept,
+        breaker=breaker.state,
     )
 
 

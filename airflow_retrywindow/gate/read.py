@@ -11,13 +11,9 @@ other:
   ``retry_window.*`` XCom keys (the failure classes the policy recorded, per map
   index), and the evidence value of each failed try whose keys carry no class
   (an older policy's);
-* one paged listing of the pools the targets use;
-* for each of those pools that is a dependency (not ``default_pool``, not switched
-  off in ``[retry_window] dependency_pools``), its task instances across DAGs, as the
-  retry-start check reads them (:mod:`airflow_retrywindow.dependency.pool_read`): at
-  most three requests, each a page of at most 100 rows. A pool that cannot be
-  read refuses the whole decision, like any read that fails: the gate cannot tell
-  whether the repeat would run into a failing dependency.
+* one paged listing of the pools the targets use, whose descriptions carry the
+  breakers of the breaker pools among them
+  (:mod:`airflow_retrywindow.records.breaker_state`): no request more for those.
 
 What it read is a frozen :class:`RunSnapshot`, one row per task instance
 (:class:`Instance`): the later stages decide from it alone, so they are tested
@@ -64,21 +60,20 @@ reading past it could turn a try we do not understand into a first run.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_retrywindow.dependency.pool_read import PoolReader, read_pool
-from airflow_retrywindow.exceptions import RetryWindowGateError, TargetError
-from airflow_retrywindow.gate.pool_dependency import PoolDependency
+from airflow_retrywindow.exceptions import TargetError
+from airflow_retrywindow.gate.breaker_hold import BreakerHold
 from airflow_retrywindow.labels import UNMAPPED, Instance, label
 from airflow_retrywindow.model.bounds import TASK_ID
 from airflow_retrywindow.records import evidence
-from airflow_retrywindow.redaction import describe_exception
+from airflow_retrywindow.records.breaker_state import BreakerState
 from airflow_retrywindow.timing.fixtures import model_alias, model_task_id
 
 if TYPE_CHECKING:
-    from airflow_retrywindow.dependency.settings import PoolSettings
+    from airflow_retrywindow.breaker.settings import BreakerPools
     from airflow_retrywindow.gate.targets import Target
     from airflow_retrywindow.hooks.api_reader import PoolRow, TaskInstanceRow, XComKey
     from airflow_retrywindow.timing.skew import ClockOffset
@@ -180,11 +175,7 @@ POLICY_XCOM_PREFIX = "retry_window."
 REMOVED = "removed"
 
 
-#: the state on-call forces on a pool, by its name (an Airflow Variable; ``None``: none)
-ForcedState = Callable[[str], "str | None"]
-
-
-class RunReader(PoolReader, Protocol):
+class RunReader(Protocol):
     """The reads the gate makes: those of ``AirflowApiHook(...).get_conn()``."""
 
     requests: int
@@ -220,8 +211,8 @@ class RunSnapshot:
     :param evidence: task instance -> the evidence value of its failed try, read
         when the try's keys carry no failure class.
     :param pools: pool name -> the pool, for the pools the targets use that exist.
-    :param dependencies: pool name -> the pool as a dependency, for the pools the
-        targets use that are dependencies (none when the read was not asked to check).
+    :param breakers: pool name -> its breaker, for the pools the targets use that are
+        breaker pools and carry one (none when the read was not asked to check).
     :param requests: REST API requests made.
     :param api: the API's base URL, without credentials.
     :param clock: how far the API server's clock is from this worker's, as the read
@@ -232,7 +223,7 @@ class RunSnapshot:
     xcom_keys: tuple[XComKey, ...] = ()
     evidence: Mapping[Instance, object] = field(default_factory=dict)
     pools: Mapping[str, PoolRow] = field(default_factory=dict)
-    dependencies: Mapping[str, PoolDependency] = field(default_factory=dict)
+    breakers: Mapping[str, BreakerHold] = field(default_factory=dict)
     requests: int = 0
     api: str = ""
     clock: ClockOffset | None = None
@@ -257,8 +248,7 @@ def read_snapshot(
     run_id: str,
     targets: Sequence[Target],
     *,
-    dependencies: PoolSettings | None = None,
-    forced: ForcedState | None = None,
+    breakers: BreakerPools | None = None,
 ) -> RunSnapshot:
     """Read everything the gate decides the targets of one run from.
 
@@ -266,12 +256,9 @@ def read_snapshot(
     :param dag_id: the run's DAG.
     :param run_id: the run.
     :param targets: the gate's targets.
-    :param dependencies: every pool's dependency settings; ``None`` reads no pool as a
-        dependency.
-    :param forced: the state on-call forces on a pool, if any.
+    :param breakers: the breaker pools; ``None`` takes no pool as a breaker.
     :raises TargetError: for task instances the gate cannot account for (see
         :func:`instance_rows`), or in a state the gate does not know.
-    :raises RetryWindowGateError: when a pool that is a dependency cannot be read.
     """
     ids = [target.task_id for target in targets]
     current = instance_rows(client.task_instances(dag_id, run_id, ids), targets)
@@ -294,41 +281,18 @@ def read_snapshot(
     by_id = {target.task_id: target for target in targets}
     names = {pool_of(by_id[instance.task_id], row) for instance, row in latest.items()}
     pools = dict(client.pools(names))
-    held = (
-        read_dependencies(client, names, dependencies, forced) if dependencies is not None else {}
-    )
+    held = breakers_of(pools, breakers) if breakers is not None else {}
     return RunSnapshot(latest, keys, values, pools, held, client.requests, client.base_url)
 
 
-def read_dependencies(
-    client: PoolReader,
-    names: Collection[str],
-    settings: PoolSettings,
-    forced: ForcedState | None = None,
-) -> dict[str, PoolDependency]:
-    """Each of the pools ``names`` that is a dependency, read as the retry-start check reads it.
-
-    :param client: the REST API client.
-    :param names: the pools the targets use.
-    :param settings: every pool's dependency settings.
-    :param forced: the state on-call forces on a pool, if any.
-    :raises RetryWindowGateError: naming the pool, when one cannot be read.
-    """
-    found: dict[str, PoolDependency] = {}
-    for name in sorted(names):
-        own = settings.of(name)
-        if own is None:
-            continue  # default_pool, or switched off: nobody's dependency
-        try:
-            count = read_pool(client, name, own, forced=forced(name) if forced else None)
-        except Exception as error:
-            raise RetryWindowGateError(
-                f"pool {name!r}, a dependency of the targets, could not be read "
-                f"({describe_exception(error)}), so the gate cannot tell whether the repeat "
-                "would run into a failing dependency and the guarded work does not run; "
-                "check the API connection and run the gate again"
-            ) from error
-        found[name] = PoolDependency(count.state(own), own)
+def breakers_of(pools: Mapping[str, PoolRow], breakers: BreakerPools) -> dict[str, BreakerHold]:
+    """The breakers the pools' descriptions carry, of the pools that are breaker pools."""
+    found: dict[str, BreakerHold] = {}
+    for name, row in pools.items():
+        settings = breakers.of(name)
+        state = BreakerState.in_description(row.description) if settings is not None else None
+        if settings is not None and state is not None and state.pool == name:
+            found[name] = BreakerHold(state, settings)
     return found
 
 

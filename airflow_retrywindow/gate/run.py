@@ -13,11 +13,9 @@ stages (:mod:`~airflow_retrywindow.gate.read`,
 :mod:`~airflow_retrywindow.gate.observe`, :mod:`~airflow_retrywindow.gate.decide`,
 :mod:`~airflow_retrywindow.gate.record`) import no Airflow.
 
-**Dependencies.** The read also reads each pool the targets use as a dependency,
-as the retry-start check does (:mod:`~airflow_retrywindow.gate.pool_dependency`),
-with the state on-call forces through the pool's Variable
-(``retry_window_dependency_<pool>``): a repeat in a failing pool is
-``dependency-held``.
+**Breakers.** The pools the targets use carry the breakers of the breaker pools in
+their descriptions (:mod:`~airflow_retrywindow.gate.breaker_hold`): a repeat in a pool
+whose breaker is open is ``dependency-held``.
 
 Any problem - a target outside the DAG, settings the model cannot express, an
 unreachable API, a missing connection, a fixture the model refuses - raises
@@ -47,7 +45,6 @@ from typing import Any, Protocol
 import pendulum
 
 from airflow_retrywindow import configuration
-from airflow_retrywindow.dependency.pool_read import forced_state
 from airflow_retrywindow.exceptions import RetryWindowGateError
 from airflow_retrywindow.gate.approve import ApprovalReader
 from airflow_retrywindow.gate.budget import Budget
@@ -148,8 +145,7 @@ def decide_run(
             str(dag.dag_id),
             str(run.run_id),
             targets,
-            dependencies=configuration.pool_settings(),
-            forced=forced_state,
+            breakers=configuration.breaker_pools(),
         )
         snapshot = replace(snapshot, clock=_confirmed_clock(reader, limit))
         if snapshot.clock is not None:
@@ -167,7 +163,7 @@ def decide_run(
                 origin=context.get("data_interval_start"),
                 pools=snapshot.pools,
                 budget=budget,
-                dependencies=snapshot.dependencies,
+                breakers=snapshot.breakers,
             ),
             strictest_table,
         )

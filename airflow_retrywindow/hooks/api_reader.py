@@ -79,7 +79,6 @@ from airflow_retrywindow.configuration import (
     checked_page_size,
     checked_timeout,
 )
-from airflow_retrywindow.dependency.fleet import PoolListing, PoolTry
 from airflow_retrywindow.exceptions import AirflowApiError, ClockError
 from airflow_retrywindow.hooks.api_answer import AnswerObject, RefusedAnswer
 from airflow_retrywindow.labels import label
@@ -188,6 +187,7 @@ class PoolRow:
     :param deferred: slots held by deferred tasks.
     :param open: slots free now, as Airflow computes them (``-1`` when unlimited).
     :param include_deferred: whether deferred tasks hold their slots.
+    :param description: the pool's description, a breaker's state line included.
     """
 
     name: str
@@ -196,6 +196,7 @@ class PoolRow:
     deferred: int
     open: int
     include_deferred: bool
+    description: str | None = None
 
     def open_slots(self) -> int | None:
         """Slots free now, ``None`` when the pool is unlimited.
@@ -252,6 +253,51 @@ class ApprovalRow:
     params_input: dict[str, Any]
     asked_at: pendulum.DateTime
     observed_at: pendulum.DateTime
+
+
+@dataclass(frozen=True)
+class PoolTry:
+    """The current try of one task instance of a pool, as the task instance listing shows it.
+
+    :param dag_id: its DAG.
+    :param run_id: its DAG run.
+    :param task_id: its task.
+    :param map_index: ``-1`` unless the task is mapped.
+    :param state: Airflow's state name, ``None`` when it has none.
+    :param try_number: Airflow's try number (for ``up_for_retry``, the try that failed).
+    :param max_tries: Airflow's ``max_tries``.
+    :param start_date: when the try started.
+    :param end_date: when it ended.
+    """
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    state: str | None
+    try_number: int
+    max_tries: int
+    start_date: pendulum.DateTime | None
+    end_date: pendulum.DateTime | None
+
+    @property
+    def seconds(self) -> float:
+        """How long the try ran, 0 when it has not both started and ended."""
+        if self.start_date is None or self.end_date is None:
+            return 0.0
+        return max(0.0, (self.end_date - self.start_date).total_seconds())
+
+
+@dataclass(frozen=True)
+class PoolListing:
+    """One answer of the task instance listing: the rows of its one page and how many matched.
+
+    :param rows: the rows asked for (none for a count).
+    :param total: every task instance the filters matched.
+    """
+
+    rows: tuple[PoolTry, ...]
+    total: int
 
 
 class AirflowApi:
@@ -491,17 +537,77 @@ class AirflowApi:
                 return None
             raise
 
-    def pools(self, names: Collection[str]) -> dict[str, PoolRow]:
-        """The pools named ``names`` that exist, in one paged request."""
-        if not names:
+    def pools(self, names: Collection[str] | None = None) -> dict[str, PoolRow]:
+        """The pools named ``names`` that exist (every pool for ``None``), in one paged request."""
+        if names is not None and not names:
             return {}
 
         def page(offset: int) -> tuple[list[PoolRow], int]:
             query = {"limit": self.page_size, "offset": offset, "order_by": "name"}
             return self._read("pools", "/api/v2/pools", _listing("pools", _pool), query=query)
 
-        wanted = set(names)
-        return {pool.name: pool for pool in self._pages(page) if pool.name in wanted}
+        wanted = None if names is None else set(names)
+        return {
+            pool.name: pool for pool in self._pages(page) if wanted is None or pool.name in wanted
+        }
+
+    def pool(self, name: str) -> PoolRow | None:
+        """The pool ``name``, ``None`` when there is none (one request)."""
+        try:
+            return self._read(f"pool {name!r}", f"/api/v2/pools/{quote(name, safe='')}", _pool)
+        except AirflowApiError as error:
+            cause = error.__cause__
+            if isinstance(cause, RefusedAnswer) and cause.status == 404:
+                return None
+            raise
+
+    def set_pool(self, name: str, slots: int, description: str) -> PoolRow:
+        """Give the pool ``name`` ``slots`` and ``description`` (one request: ``PATCH
+        /api/v2/pools/{name}``, which needs the permission to edit pools)."""
+        return self._read(
+            f"the size of pool {name!r}",
+            f"/api/v2/pools/{quote(name, safe='')}",
+            _pool,
+            query={"update_mask": ["slots", "description"]},
+            body={"name": name, "slots": slots, "description": description},
+            method="PATCH",
+        )
+
+    def xcom_count(self, key: str, since: datetime) -> int:
+        """How many XCom entries named ``key``, of any task of any run, were pushed at or
+        after ``since``: the newest page of them, one request whatever the DAGs hold (a
+        full page counts as a page: enough for a breaker's round)."""
+        query = {"xcom_key": key, "order_by": "-timestamp", "limit": self.page_size, "offset": 0}
+        entries, _total_entries = self._read(
+            f"XCom entries {key!r}",
+            f"{_path('~', '~', '~')}/xcomEntries",
+            _listing("xcom_entries", _xcom_key),
+            query=query,
+        )
+        return sum(1 for entry in entries if entry.timestamp >= since)
+
+    def variables(self, prefix: str) -> dict[str, str]:
+        """The Airflow Variables whose key starts with ``prefix``, by key (one paged request)."""
+
+        def page(offset: int) -> tuple[list[tuple[str, str]], int]:
+            query = {"variable_key_pattern": prefix, "limit": self.page_size, "offset": offset}
+            return self._read(
+                f"Variables {prefix}*", "/api/v2/variables", _listing("variables", _variable),
+                query=query,
+            )  # fmt: skip
+
+        return {key: value for key, value in self._pages(page) if key.startswith(prefix)}
+
+    def task_instance_count(self, dag_id: str, task_id: str, states: Collection[str]) -> int:
+        """How many task instances of ``task_id`` in ``dag_id``, in any run, are in ``states``
+        (one request, a count)."""
+        query = {"task_id": task_id, "state": sorted(states), "limit": 0, "offset": 0}
+        return self._read(
+            f"task {task_id!r} of DAG {dag_id!r}",
+            f"{_path(dag_id, '~')}/taskInstances",
+            _total,
+            query=query,
+        )
 
     def version(self) -> str:
         """The Airflow version the API server reports (``GET /api/v2/version``, one request)."""
@@ -959,6 +1065,7 @@ def _pool(item: AnswerObject) -> PoolRow:
         deferred=item.number("deferred_slots"),
         open=item.number("open_slots"),
         include_deferred=item.flag("include_deferred"),
+        description=item.optional_text("description"),
     )
 
 
@@ -985,6 +1092,10 @@ def _xcom_key(item: AnswerObject) -> XComKey:
     return XComKey(
         item.text("task_id"), item.number("map_index"), item.text("key"), item.moment("timestamp")
     )
+
+
+def _variable(item: AnswerObject) -> tuple[str, str]:
+    return item.text("key"), item.optional_text("value") or ""
 
 
 def _pool_try(item: AnswerObject) -> PoolTry:

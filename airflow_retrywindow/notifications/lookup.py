@@ -7,10 +7,12 @@ saw, right after the try ended. The decision is where the provider stored it:
   entry of the task state store key ``retry_window.evidence`` (the XCom of the
   same key when the store cannot be read), if it was taken for this very try;
 * for a gate or a sensor, its ``return_value`` decision record of this try;
-* for a retry the retry-start check held or refused while its pool failed
-  (:mod:`airflow_retrywindow.dependency`), the check's record of this try under
-  the task state store key ``retry_window_dependency``, read before the evidence:
-  such a try never ran, so the latest evidence is the previous try's.
+* for a try refused at its start because its pool's breaker held it past its latest
+  start, that refusal (the exception the callback is handed): the try never ran, so
+  the latest evidence is the previous try's.
+
+For a task in a breaker pool, the pool's breaker is read too (one request): while it
+holds the pool, the failure belongs to the pool's outage (:mod:`.outage`).
 
 Anything else (no context, no entry, an entry of an earlier try, a record that
 cannot be read) is :class:`Missing`, with why and what it means: the notifier
@@ -21,21 +23,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pendulum
 
-from airflow_retrywindow.dependency.admission import HOLD, REFUSE
+from airflow_retrywindow.labels import UTC_SHOWN
+from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.notifications.notice import (
+    Lateness,
     Notice,
     from_evidence,
     from_gate_record,
     override_of,
 )
-from airflow_retrywindow.notifications.outage import Outage, dependency_notice, outage_of
-from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
-from airflow_retrywindow.records.dependency_state import DependencyRecord
+from airflow_retrywindow.notifications.outage import Outage, outage_of
+from airflow_retrywindow.records.breaker_state import LATE_START, BreakerState
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.redaction import describe_exception
@@ -43,6 +46,7 @@ from airflow_retrywindow.redaction import describe_exception
 log = logging.getLogger(__name__)
 
 _GATE_RECORD = "return_value"
+DEADLINE_INFEASIBLE = Decision.DEADLINE_INFEASIBLE.value
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class Found:
     :param work_unit: the unit of work the decision record names, if any.
     :param override: a gate's approved override, or why there is none, when it
         has an approval task.
-    :param outage: the pool's outage, for a retry held or refused on its pool.
+    :param outage: the pool's outage, for a failure while its breaker holds the pool.
     """
 
     notices: tuple[Notice, ...]
@@ -129,9 +133,9 @@ def _gate_decision(ti: Any) -> Found | Missing:
 
 
 def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | Missing:
-    record = _dependency_record(context, ti)
-    if record is not None and record.action in (HOLD, REFUSE):
-        return _dependency_decision(context, record, ti, task)
+    error = context.get("exception")
+    if error is not None and LATE_START in str(error):
+        return _late_start(context, ti, task, str(error))
     latest = _latest_evidence(context, ti)
     if not isinstance(latest, Mapping):
         kept = "" if _has_policy(task) else " (the task has no RetryWindowPolicy)"
@@ -148,11 +152,9 @@ def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | 
             consequence=_consequence(ti, task),
         )
     notice = from_evidence(latest, str(ti.task_id))
-    # a probe of a failing pool that failed belongs to the pool's outage
-    outage = outage_of(record, ti.try_number) if record is not None else None
     return Found(
         notices=(notice,),
-        outage=replace(outage, refused=notice.refused) if outage is not None else None,
+        outage=_outage(task, refused=notice.refused),
         evidence=(
             f"task state store key {EVIDENCE_KEY} and the XCom of that key "
             "(replay the fixture with airflow-retrywindow evaluate)"
@@ -160,37 +162,50 @@ def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | 
     )
 
 
-def _dependency_record(context: Mapping[str, Any], ti: Any) -> DependencyRecord | None:
-    """The retry-start check's record of this try on the task's pool, if it kept one it
-    can read."""
-    store = context.get("task_state_store")
-    if store is None:
-        return None
-    try:
-        record = store.get(DEPENDENCY_KEY)
-    except Exception:
-        log.warning("Could not read %s from the task state store", DEPENDENCY_KEY)
-        return None
-    kept = DependencyRecord.of(record)
-    if kept is None or kept.try_number != ti.try_number:
-        return None
-    return kept
-
-
-def _dependency_decision(
-    context: Mapping[str, Any], record: DependencyRecord, ti: Any, task: Any
-) -> Found:
-    """This try's retry, which the retry-start check held or refused on its pool."""
-    outage = outage_of(record, ti.try_number)
+def _late_start(context: Mapping[str, Any], ti: Any, task: Any, reason: str) -> Found:
+    """This try, refused at its start: its pool's breaker held it past its latest start."""
     deadline, work_seconds = _deadline_and_work(context, task)
-    notice = dependency_notice(
-        record, str(ti.task_id), outage, deadline=deadline, work_seconds=work_seconds
+    lateness = None
+    if deadline is not None and work_seconds is not None:
+        finish = pendulum.now("UTC").add(seconds=work_seconds)
+        late = max(int((finish - deadline).total_seconds()), 0)
+        lateness = Lateness(finish.format(UTC_SHOWN), deadline.format(UTC_SHOWN), late)
+    notice = Notice(
+        task_id=str(ti.task_id),
+        decision=DEADLINE_INFEASIBLE,
+        reason=reason,
+        outcome="try refused at its start: it can no longer finish before its deadline; the "
+        "task has failed and no further try is scheduled",
+        refused=True,
+        status="confirmed: the try was held in its pool past its latest start; next: tell the "
+        "delivery's consumers, then clear the task if the delivery still matters.",
+        lateness=lateness,
+        try_number=int(ti.try_number),
     )
     return Found(
         notices=(notice,),
-        evidence=f"task state store key {DEPENDENCY_KEY} and the XCom of that key",
-        outage=outage,
+        evidence="the refusal of the retry-start check, in the try's log",
+        outage=_outage(task, refused=True),
     )
+
+
+def _outage(task: Any, *, refused: bool) -> Outage | None:
+    """The outage of the task's breaker pool, when its breaker holds it; never raises."""
+    from airflow_retrywindow import configuration
+
+    pool = str(getattr(task, "pool", ""))
+    try:
+        if configuration.breaker_pools().of(pool) is None:
+            return None
+        from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
+
+        api = AirflowApiHook(configuration.default_conn_id(), timeout=configuration.api_timeout())
+        row = api.get_conn().pool(pool)
+    except Exception as error:
+        log.warning("Could not read pool %s's breaker (%s)", pool, describe_exception(error))
+        return None
+    state = BreakerState.in_description(row.description) if row is not None else None
+    return outage_of(state, refused=refused)
 
 
 def _deadline_and_work(

@@ -27,7 +27,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_retrywindow.dependency.admission import PROBE, REFUSE
 from airflow_retrywindow.labels import UTC_SHOWN, label, parse_label
 from airflow_retrywindow.notifications.notice import Lateness, Notice
 from airflow_retrywindow.notifications.outage import Outage
@@ -125,7 +124,7 @@ def compose(
     :param impact: who is affected and the alternative, for ``deadline-infeasible``.
     :param evidence: where the full evidence is kept, in words.
     :param override: a gate's ``override`` entry, when it has an approval task.
-    :param outage: the pool's outage a held or refused retry waited on.
+    :param outage: the outage of the task's breaker pool the failure belongs to.
     """
     if not notices:
         raise ValueError("notices must hold at least one decision")
@@ -157,9 +156,8 @@ def compose(
         subject = f"{head.decision}: {task.name}{tried}, {_label(head)}"
         if outage is not None:
             subject = (
-                f"{head.decision}: pool {outage.pool} failing since "
-                f"{outage.started.format(UTC_SHOWN)}, {outage.failing} task instances failing, "
-                f"{outage.held} held; {task.name}{tried} {_label(head)}"
+                f"{head.decision}: pool {outage.pool}'s breaker {outage.state.words()}; "
+                f"{task.name}{tried} {_label(head)}"
             )
     else:
         subject = f"{task.name}: " + "; ".join(
@@ -272,19 +270,15 @@ def _override_lines(override: OverrideEntry, *, held: bool) -> list[str]:
 def _outage_lines(outage: Outage) -> list[str]:
     """The outage, its impact so far, and that it is told once."""
     lines = [f"Outage: {outage.line()}."]
-    if outage.action == PROBE:
+    if outage.refused:
         lines.append(
-            "  This try probed the pool for the held retries and failed: the outage goes on."
-        )
-    if outage.action == REFUSE:
-        lines.append(
-            "  Deadline missed: this task's retry was held past its latest start (its "
-            "deadline less one attempt and its validation) while the pool failed; it can no "
-            "longer finish before its deadline."
+            "  Deadline missed: this task was held in its pool past its latest start (its "
+            "deadline less one attempt and its validation); it can no longer finish before "
+            "its deadline."
         )
     lines += [
-        f"  Told once per outage ({outage.name}): other task instances held, probing or "
-        "refused in it send nothing, except the first refused; Airflow Variable "
+        f"  Told once per outage ({outage.name}): the pool's other failures in it send "
+        "nothing, except the first refused for its deadline; Airflow Variable "
         f"{outage.variable} names the outage told.",
         "",
     ]

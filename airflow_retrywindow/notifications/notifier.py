@@ -116,8 +116,8 @@ class RetryWindowNotifier(BaseNotifier):
     def notify(self, context: Context) -> None:
         """Compose the message for the try that just ended and send it.
 
-        A retry held or refused while its pool fails is sent only when its outage was
-        not told yet, or as the outage's first refusal.
+        A failure while its breaker pool is held is sent only when the pool's outage was
+        not told yet, or as the outage's first refusal for a deadline.
         """
         found = find(context)
         outage = found.outage if isinstance(found, Found) else None
@@ -126,23 +126,6 @@ class RetryWindowNotifier(BaseNotifier):
         message = self.compose(context, found)
         self.log.info("Retry window notification: %s", message.subject)
         self.deliver(message, context)
-
-    def tell_hold(self, context: Mapping[str, Any]) -> None:
-        """Tell the outage a retry was just held in, unless it was told. Never raises.
-
-        The retry-start check calls it on a hold: a held retry runs no callback, so
-        without it an outage would be told only when a retry misses its deadline.
-
-        :param context: the held try's task context.
-        """
-        try:
-            found = find(context)
-            if isinstance(found, Found) and found.outage is not None:
-                # a copy: Airflow adds the notifier's fields to the context it is given,
-                # and this one is the held try's own
-                self(dict(context))
-        except Exception:
-            self.log.exception("Could not tell the outage of a held retry")
 
     def _tells(self, outage: Outage, context: Mapping[str, Any]) -> bool:
         """Whether this task instance tells ``outage``; writes the notice entry when due."""

@@ -5,9 +5,8 @@ Every route is behind Airflow's own authentication and DAG-level authorization
 send a bearer token, and a user who may not read the DAG's runs, task instances
 and XComs gets a 403 before anything of the DAG is looked up.
 
-Both pages show the run's pools as dependencies first: each pool's latest stored
-state among the run's task instances
-(:mod:`~airflow_retrywindow.plugins.dependency_rows`).
+Both pages show the run's breaker pools first: each one's breaker, as its description
+holds it (:mod:`~airflow_retrywindow.plugins.breaker_rows`).
 
 * ``GET /dags/{dag_id}/runs/{run_id}?page=&limit=``: every decision of the run; a
   task with many task instances and a record with many targets are summarised
@@ -32,17 +31,12 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, 
 from airflow_retrywindow import configuration
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.links.addresses import MAP_INDEX_PLACEHOLDER, ViewLinks
+from airflow_retrywindow.plugins.breaker_rows import Breakers, breakers, unknown_pool_note
 from airflow_retrywindow.plugins.decision_rows import (
     GateRecord,
     gate_record,
     policy_rows,
     stored_fixture,
-)
-from airflow_retrywindow.plugins.dependency_rows import (
-    Dependencies,
-    dependencies,
-    held_by_records,
-    unknown_pool_note,
 )
 from airflow_retrywindow.plugins.page import fixture_json, run_page, task_page
 from airflow_retrywindow.plugins.run_summary import (
@@ -108,7 +102,7 @@ def run_view(
         summaries=summaries,
         paging=paging,
         notes=[look_alike_note(stored.task_id, stored.map_index) for stored in look_alikes],
-        dependencies=_dependencies(store),
+        breakers=_breakers(store),
     )
     return _page(page_html)
 
@@ -143,7 +137,7 @@ def task_view(
         records=[_record(stored, paging) for stored in published],
         paging=paging,
         notes=[look_alike_note(stored.task_id, stored.map_index) for stored in look_alikes],
-        dependencies=_dependencies(store, task_id, index),
+        breakers=_breakers(store),
     )
     return _page(page_html)
 
@@ -203,24 +197,18 @@ def _record(stored: Stored, paging: Paging) -> GateRecord:
     return gate_record(stored.task_id, stored.map_index, stored.value, window=window)
 
 
-def _dependencies(store: RunStore, task_id: str | None = None, map_index: int = -1) -> Dependencies:
-    """The run's pools as dependencies; the viewed task instance's own record beside its pool's."""
-    stored = [(item.task_id, item.map_index, item.value) for item in store.dependency_states()]
-    stored += held_by_records(item.value for item in store.decision_records())
-    return dependencies(
-        stored, task_id=task_id, map_index=map_index, setting_problems=_setting_problems(store)
-    )
-
-
-def _setting_problems(store: RunStore) -> list[str]:
-    """What is wrong with ``[retry_window] dependency_pools``, read as the workers read it."""
+def _breakers(store: RunStore) -> Breakers:
+    """The run's breaker pools, and what is wrong with ``[retry_window] breaker_pools``,
+    read as the workers read it."""
     try:
-        pools = configuration.pool_settings()
+        named = configuration.breaker_pools()
     except ValueError as error:
-        return [str(error)]
-    if not pools.pools:
-        return []  # nothing named: no query
-    return [unknown_pool_note(name) for name in pools.unknown(set(store.pool_names()))]
+        return Breakers(setting_problems=(str(error),))
+    problems = []
+    if named.pools:  # nothing named: no query
+        existing = store.pool_names()
+        problems = [unknown_pool_note(name) for name in sorted(named.pools) if name not in existing]
+    return breakers(store.run_pools(), named, problems)
 
 
 def _paging(page: str, limit: str) -> Paging:

@@ -23,6 +23,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 from airflow_retrywindow.labels import UTC_CLOCK, label
 from airflow_retrywindow.links.addresses import ViewLinks
 from airflow_retrywindow.model.decisions import lets_run_now
+from airflow_retrywindow.plugins.breaker_rows import Breakers
 from airflow_retrywindow.plugins.decision_rows import (
     DecisionRow,
     GateRecord,
@@ -30,13 +31,12 @@ from airflow_retrywindow.plugins.decision_rows import (
     formatted,
     override_sentence,
 )
-from airflow_retrywindow.plugins.dependency_rows import Dependencies
 from airflow_retrywindow.plugins.run_summary import MAX_PAGE_ROWS, Paging, TaskSummary
 from airflow_retrywindow.plugins.timeline import LABEL_PAD, WIDTH, Stretch, Timeline
 from airflow_retrywindow.verdicts import Role, verdict
 
-#: a dependency's state as a badge's tone: failing, coming back, healthy
-_STATE_TONES = {"open": "refuse", "recovering": "wait", "closed": "allow"}
+#: a breaker's phase as a badge's tone: holding everything, holding some, holding nothing
+_STATE_TONES = {"open": "refuse", "recovering": "wait", "limited": "wait", "closed": "allow"}
 #: what the view shows instead of a decision when none was taken or none can be read
 UNDECIDED = frozenset({"gate-error", "unreadable"})
 #: a badge's tone for each role a verdict has in the view (the verdicts table gives the role)
@@ -66,7 +66,7 @@ def task_page(
     records: Sequence[GateRecord],
     paging: Paging | None = None,
     notes: Sequence[str] = (),
-    dependencies: Dependencies | None = None,
+    breakers: Breakers | None = None,
 ) -> str:
     """The view of one task instance: the policy's decisions and the task's own record.
 
@@ -78,7 +78,7 @@ def task_page(
         ``paging``'s window when it has many targets).
     :param paging: which targets of a long record the page shows.
     :param notes: what the page leaves out and why (a look-alike of a record).
-    :param dependencies: the run's pools as dependencies, as its task instances stored them.
+    :param breakers: the run's breaker pools, each as its description holds it.
     """
     return _template("task.html").render(
         title=f"Retry window · {task_id}",
@@ -89,7 +89,7 @@ def task_page(
         records=records,
         paging=_Pager(links.task(task_id, map_index) + "&", paging or Paging()),
         notes=notes,
-        dependencies=dependencies,
+        breakers=breakers,
         **_document(),
     )
 
@@ -102,7 +102,7 @@ def run_page(
     summaries: Sequence[TaskSummary] = (),
     paging: Paging | None = None,
     notes: Sequence[str] = (),
-    dependencies: Dependencies | None = None,
+    breakers: Breakers | None = None,
 ) -> str:
     """The view of one DAG run: every decision of every task, or a summary where there are many.
 
@@ -114,7 +114,7 @@ def run_page(
     :param summaries: per task with many task instances, its summary.
     :param paging: which rows of the summarised lists the page shows.
     :param notes: what the page leaves out and why (look-alikes of a record).
-    :param dependencies: the run's pools as dependencies, as its task instances stored them.
+    :param breakers: the run's breaker pools, each as its description holds it.
     """
     return _template("run.html").render(
         title=f"Retry window · {links.run_id}",
@@ -124,7 +124,7 @@ def run_page(
         summaries=summaries,
         paging=_Pager(links.run + "?", paging or Paging()),
         notes=notes,
-        dependencies=dependencies,
+        breakers=breakers,
         **_document(),
     )
 

@@ -12,9 +12,8 @@ reads and never writes:
   value as JSON text), or, when a task instance has no such row (a custom state
   store backend keeps values elsewhere), the latest decision in the XCom of the
   same key;
-* each held, probing or releasing retry's view of its pool as a dependency, under
-  :data:`~airflow_retrywindow.records.dependency_state.KEY`: read like the decision
-  history, from the task state store, or from XCom where the store holds nothing;
+* the pools of the run's task instances: their size and description, which carries a
+  breaker pool's breaker (:mod:`~airflow_retrywindow.records.breaker_state`);
 * the gates' and sensors' decision records: ``return_value`` XComs that have a
   record's shape (:func:`~airflow_retrywindow.records.decision_record.is_decision_record`)
   and were published by a gate or a sensor. What marks one is the Retry window extra
@@ -34,7 +33,6 @@ from sqlalchemy import select
 from airflow_retrywindow.airflow_internals import metadata_tables, serialized_extra_links
 from airflow_retrywindow.links.retry_window import RetryWindowLink
 from airflow_retrywindow.records.decision_record import is_decision_record
-from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY_KEY
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS
 
@@ -104,12 +102,17 @@ class RunStore:
         """
         return self._kept(EVIDENCE_KEY, task_id, map_index)
 
-    def dependency_states(self) -> list[Stored]:
-        """Each task instance's stored view of its pool as a dependency, the whole run's.
-
-        Sorted by task id and map index; which is each pool's latest is the reader's to say.
-        """
-        return self._kept(DEPENDENCY_KEY, None, -1)
+    def run_pools(self) -> list[tuple[str, int, str | None]]:
+        """The pools of the run's task instances: (name, size, description), one query."""
+        used = select(TABLES.task_instance.pool).where(
+            TABLES.task_instance.dag_id == self.dag_id, TABLES.task_instance.run_id == self.run_id
+        )
+        rows = self.session.execute(
+            select(TABLES.pool.pool, TABLES.pool.slots, TABLES.pool.description).where(
+                TABLES.pool.pool.in_(used)
+            )
+        ).all()
+        return [(str(row[0]), int(row[1]), row[2]) for row in rows]
 
     def pool_names(self) -> frozenset[str]:
         """The name of every pool of the deployment (not only the run's)."""

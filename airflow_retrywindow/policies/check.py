@@ -18,10 +18,13 @@ the DAG processor refuses such a DAG with the same message when it parses it.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from airflow_retrywindow.exceptions import UnsupportedRetrySettings
 from airflow_retrywindow.policies.composition import composition_problem, window_of
+
+log = logging.getLogger(__name__)
 
 
 def gated(task: Any) -> bool:
@@ -62,46 +65,38 @@ def task_problem(task: Any) -> str | None:
     found = window.deadline.problems_in(dag) if dag is not None else []
     if found:
         return f"task {task.task_id!r}: {'; '.join(found)}"
-    return dependency_problem(task)
+    note_pool_not_a_breaker(task)
+    return None
 
 
-def dependency_problem(task: Any) -> str | None:
-    """Why a gated task's pool cannot be watched as its dependency, or ``None``.
+#: the pools already said not to be breakers, in this process
+_NOTED: set[str] = set()
 
-    A pool other than ``default_pool`` is read through the provider's default
-    connection to Airflow's REST API at every retry's start; without that
-    connection every retry of the task would be held until its deadline.
+
+def note_pool_not_a_breaker(task: Any) -> None:
+    """Say, once per pool and process, that a gated task's pool is no breaker.
+
+    Before ``[retry_window] breaker_pools``, the pool of every gated task other than
+    ``default_pool`` held that task's retries while it failed. Now a pool holds only when
+    the setting names it: holding a pool holds every task in it, any DAG's.
     """
     from airflow_retrywindow import configuration
+    from airflow_retrywindow.breaker.settings import DEFAULT_POOL
 
     pool = str(getattr(task, "pool", "") or "")
-    if configuration.pool_settings().of(pool) is None:
-        return None
-    conn_id = configuration.default_conn_id()
-    if connection_exists(conn_id) is not False:
-        return None
-    return (
-        f"task {task.task_id!r} runs in pool {pool!r}, a dependency whose retries are held "
-        f"while it fails, which is read through the connection {conn_id!r} ([retry_window] "
-        "default_conn_id) to Airflow's REST API; that connection does not exist. Create it, "
-        "or switch the pool off: [retry_window] dependency_pools = "
-        f'{{"{pool}": "off"}}'
+    if pool in (DEFAULT_POOL, "") or pool in _NOTED:
+        return
+    _NOTED.add(pool)
+    if configuration.breaker_pools().of(pool) is not None:
+        return
+    log.warning(
+        "Retry window: task %r runs in pool %r, which is no breaker. A pool holds its tasks "
+        "while their dependency is down only when [retry_window] breaker_pools names it "
+        "(before, the pool of every gated task held that task's retries); name it there, and "
+        "deploy pool_breaker_dag(), to keep that (docs/dependencies.md)",
+        task.task_id,
+        pool,
     )
-
-
-def connection_exists(conn_id: str) -> bool | None:
-    """Whether Airflow knows the connection ``conn_id``; ``None`` when it cannot tell."""
-    from airflow.sdk import BaseHook
-
-    from airflow_retrywindow.version_compat import AirflowNotFoundException
-
-    try:
-        BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException:
-        return False
-    except Exception:  # no way to ask here (no database, no supervisor): not a refusal
-        return None
-    return True
 
 
 def starts_in_triggerer(task: Any) -> str | None:

@@ -37,6 +37,7 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow import configuration, metrics, version_compat
+from airflow_retrywindow.breaker.trip import failed_try
 from airflow_retrywindow.exceptions import UnsupportedAirflowVersion
 from airflow_retrywindow.model import Decision, Fixture, TaskDecision, TaskState, decide
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
@@ -297,7 +298,11 @@ class RetryWindowPolicy(RetryPolicy):
                 classified=classified if classified.policy is not None else None,
                 chain=place,
             )
-            return self._decide(failed, settings, context).airflow
+            decision = self._decide(failed, settings, context).airflow
+            # before the try's slot is freed: a counted failure may open its pool's breaker
+            ends = decision.action.value == "fail"  # Airflow's RetryAction.FAIL: no retry follows
+            failed_try(context, failed.recorded_failure, ends=ends)
+            return decision
         except BaseException as error:
             # Airflow falls back to its own retries when a policy raises: never let it
             return self._cannot_evaluate(error, context, try_number)

@@ -30,28 +30,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, MutableMapping
+from datetime import timedelta
 from typing import Any
 
 import pendulum
 
 from airflow_retrywindow import airflow_internals, configuration, metrics
-from airflow_retrywindow.dependency import held_try
-from airflow_retrywindow.dependency.check import (
-    dependency_verdict,
-    held,
-    passed,
-)
+from airflow_retrywindow.labels import UTC_SHOWN
 from airflow_retrywindow.policies import lost_try
 from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.policies.reconcile import resumable
+from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import (
-    DEFER,
     REFUSE,
     RESCHEDULE,
     StartVerdict,
     mark_start,
 )
 from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records.breaker_state import LATE_START
 from airflow_retrywindow.records.start_check import StartCheck
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.time_limit import TimeLimit
@@ -75,19 +72,7 @@ class RetryStartCheck:
 
     def __call__(self, context: Mapping[str, Any]) -> None:
         _mark_ran(context)
-        held_try.install(context["task"])
         verdict = self.verdict(context)
-        if verdict is not None and verdict.action == DEFER:
-            from airflow_retrywindow.version_compat import TaskDeferred
-
-            # the same try waits in the triggerer, holding no worker; resumed, it is
-            # decided again here before anything of the task runs
-            hold = verdict.hold
-            raise TaskDeferred(
-                trigger=hold.trigger(),
-                method_name=held_try.RESUME_METHOD,
-                timeout=hold.timeout(pendulum.now("UTC")),
-            )
         if verdict is not None and verdict.action == RESCHEDULE:
             from airflow_retrywindow.version_compat import AirflowRescheduleException
 
@@ -107,44 +92,38 @@ class RetryStartCheck:
         verdict = self.verdict(context)
         return (
             None
-            if verdict is None or verdict.action not in (REFUSE, RESCHEDULE, DEFER)
+            if verdict is None or verdict.action not in (REFUSE, RESCHEDULE)
             else verdict.reason
         )
 
     def verdict(self, context: Mapping[str, Any]) -> StartVerdict | None:
         """What this try does: ``None`` runs it as decided before, else the new verdict.
 
-        Every read it makes (the connection, the Variable, the pool, the server's clock,
-        the lost try's event log) shares one time limit, ``[retry_window]
-        clock_read_limit``, below what the task's supervisor tolerates.
+        Every read it makes (the server's clock, the lost try's event log) shares one
+        time limit, ``[retry_window] clock_read_limit``, below what the task's supervisor
+        tolerates. In a breaker pool, any try that starts past its latest start is refused
+        first: its pool may have held it there.
         """
         task, ti = context["task"], context["ti"]
         policy = window_of(task)
         try:
+            limit = TimeLimit.starting_now(
+                configuration.clock_read_limit(),
+                what="the retry-start check",
+                option="clock_read_limit",
+            )
+            late = held_past_latest_start(context, policy, limit)
+            if late is not None:
+                return late
             try_number = int(ti.try_number)
             previous = _previous_try_of_window(policy, task, ti)
             history = context["task_state_store"].get(evidence.EVIDENCE_KEY) if previous else None
             permission = (
                 evidence.start_permission(history, try_number) if previous else evidence.DECIDED
             )
-            # a retry meets its pool: resumed from a dependency hold, which is decided
-            # again, or starting (not resumed from the task's own deferral, which passed)
-            checked = previous is not None and (
-                held(context)
-                if permission == evidence.STARTED
-                else permission == evidence.UNDECIDED or not passed(context)
-            )
-            limit = TimeLimit.starting_now(
-                configuration.clock_read_limit(),
-                what="the retry-start check",
-                option="clock_read_limit",
-            )
             if permission == evidence.STARTED:
-                return dependency_verdict(context, limit) if checked else None
+                return None
             if permission == evidence.DECIDED:
-                found = dependency_verdict(context, limit) if checked else None
-                if found is not None:
-                    return found
                 return self._start_decided(context, first_of_window=previous is None)
             lost = (
                 _lost_try(policy, task, ti, history, previous, limit)
@@ -154,10 +133,6 @@ class RetryStartCheck:
             verdict: StartVerdict = policy.decide_start(context, previous, lost, limit=limit)
             if verdict.action in (REFUSE, RESCHEDULE):
                 return verdict
-            # an undecided retry the model lets run meets its pool like any other
-            found = dependency_verdict(context, limit) if checked else None
-            if found is not None:
-                return found
             self._mark(context, try_number, verdict)
             return verdict
         except Exception as error:
@@ -201,6 +176,37 @@ class RetryStartCheck:
             "gate-error: the retry-start check could not tell whether this retry was "
             f"decided, so it is refused ({cause})"
         )
+
+
+def held_past_latest_start(
+    context: Mapping[str, Any], policy: Any, limit: TimeLimit
+) -> StartVerdict | None:
+    """The refusal of a try of a breaker pool that starts past its latest start, else ``None``.
+
+    Its pool's breaker may have held it, first try or retry, any time: nothing runs that
+    cannot finish, validation included, before its deadline. The API server's clock is
+    read for it, at the later end of its measurement.
+    """
+    pool = str(context["task"].pool)
+    resumed, _kwargs = airflow_internals.resumed_with(context["ti"])
+    if resumed is not None or configuration.breaker_pools().of(pool) is None:
+        return None  # a try resumed from its own deferral started in time
+    due = pendulum.instance(policy.deadline.resolve(context))
+    work = timedelta(seconds=policy.work.duration_seconds() + policy.work.validation_seconds())
+    latest = due - work
+    tolerance = timedelta(seconds=configuration.clock_skew_tolerance())
+    clock = server_clock(tolerance, bound=limit.left()).check(tolerance)
+    now = max(clock.possible_nows(pendulum.now("UTC")))
+    if now <= latest:
+        return None
+    return StartVerdict(
+        REFUSE,
+        f"deadline-infeasible: try {int(context['ti'].try_number)} starts at "
+        f"{now.format(UTC_SHOWN)}, {LATE_START} {latest.format(UTC_SHOWN)} (its "
+        f"deadline {due.format(UTC_SHOWN)} less {work.total_seconds():g} s of work and "
+        f"validation); pool {pool}'s breaker may have held it there, and it cannot finish "
+        "before its deadline",
+    )
 
 
 def _previous_try_of_window(policy: Any, task: Any, ti: Any) -> int | None:

@@ -20,27 +20,22 @@ from airflow_retrywindow.records.reconciliation import RESCHEDULE, RUN
 from airflow_retrywindow.records.try_start import SUBMIT, TRY_START_KEY, TryStart
 from airflow_retrywindow.records.work_scope import WorkScope
 
-__all__ = ["DEFER", "REFUSE", "RESCHEDULE", "RUN", "StartVerdict", "mark_start"]
+__all__ = ["REFUSE", "RESCHEDULE", "RUN", "StartVerdict", "mark_start"]
 
 #: the action of a refused try, as stored: the same word as a refused retry's
 REFUSE = "fail"
-#: the action of a try held in the triggerer (a dependency hold): same try, no worker
-DEFER = "defer"
 
 
 @dataclass(frozen=True)
 class StartVerdict:
     """Whether a starting try runs, waits or is refused, and why.
 
-    :param action: ``"run"``, ``"reschedule"``, ``"defer"`` or ``"fail"``, as kept in the
-        evidence.
+    :param action: ``"run"``, ``"reschedule"`` or ``"fail"``, as kept in the evidence.
     :param reason: the decision's reason.
     :param start_at: when a rescheduled try may start.
     :param expects: what a running try does with the job: submit, reconnect or collect.
     :param scope: the run, try window and work unit the try runs in.
     :param job_scope: for a try that reconnects or collects, where the job's id belongs.
-    :param hold: for a deferred try, the dependency hold it waits out in the triggerer
-        (:class:`~airflow_retrywindow.dependency.check.Hold`).
     """
 
     action: str
@@ -49,7 +44,6 @@ class StartVerdict:
     expects: str = SUBMIT
     scope: WorkScope | None = None
     job_scope: WorkScope | None = None
-    hold: Any = None
 
     @classmethod
     def of(

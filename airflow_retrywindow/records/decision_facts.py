@@ -9,7 +9,7 @@ in their own words. The facts they tell are read here, from either shape:
   its try, check, action, failure and reason, the status read of a resumable job
   (:mod:`~airflow_retrywindow.records.reconciliation`), the flag of a try whose
   retry-start check did not run (:mod:`~airflow_retrywindow.records.start_check`),
-  the dependency state it carries (:mod:`~airflow_retrywindow.records.dependency_state`),
+  the pool's breaker it carries (:mod:`~airflow_retrywindow.records.breaker_state`),
   and its fixture replayed on its stored clock (:class:`ModelDecision`);
 * one target of a gate's or a sensor's decision record
   (:mod:`~airflow_retrywindow.records.decision_record`): its decision, reason,
@@ -35,10 +35,10 @@ import pendulum
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.model.fixture import Fixture
 from airflow_retrywindow.model.verdict import TaskDecision
+from airflow_retrywindow.records.breaker_state import KEY as BREAKER
+from airflow_retrywindow.records.breaker_state import BreakerState
 from airflow_retrywindow.records.composition import composition_words
 from airflow_retrywindow.records.decision_record import whole_number
-from airflow_retrywindow.records.dependency_state import KEY as DEPENDENCY
-from airflow_retrywindow.records.dependency_state import DependencyRecord
 from airflow_retrywindow.records.estimate_source import EstimateSource
 from airflow_retrywindow.records.evidence_entry import GATE_ERROR, model_id_of, reconciliation_of
 from airflow_retrywindow.records.reconciliation import RESCHEDULE, Reconciliation
@@ -164,8 +164,8 @@ class DecisionFacts:
     :param job_problem: what could not be read of a stored reconciliation; nothing
         is then said about the job.
     :param start_check: the retry-start check's state for the failed try, when stored.
-    :param dependency: the pool's state as a dependency, when the decision carries it.
-    :param dependency_problem: what could not be read of the dependency state it carries.
+    :param breaker: the pool's breaker, when the decision carries it.
+    :param breaker_problem: what could not be read of the breaker it carries.
     :param composition: where the window sat among other retry policies and who
         classified the failure (:mod:`~airflow_retrywindow.records.composition`), in words.
     :param model: the stored fixture replayed, when the decision came from the model.
@@ -194,8 +194,8 @@ class DecisionFacts:
     job: Reconciliation | None = None
     job_problem: str | None = None
     start_check: StartCheck | None = None
-    dependency: DependencyRecord | None = None
-    dependency_problem: str | None = None
+    breaker: BreakerState | None = None
+    breaker_problem: str | None = None
     composition: str | None = None
     model: ModelDecision | None = None
     fixture_index: int | None = None
@@ -275,16 +275,17 @@ class DecisionFacts:
             facts = replace(facts, start_check=start_check_of(entry))
         except RecordError as error:
             facts = facts.with_problem(mask(str(error)))
-        return facts._with_dependency(entry, mask)
+        return facts._with_breaker(entry, mask)
 
-    def _with_dependency(self, entry: Mapping[str, Any], mask: Mask) -> DecisionFacts:
-        """With the pool's state the entry carries (a policy's or a gate target's), if any."""
-        if DEPENDENCY not in entry:
+    def _with_breaker(self, entry: Mapping[str, Any], mask: Mask) -> DecisionFacts:
+        """With the pool's breaker the entry carries (a gate target's), if any."""
+        if BREAKER not in entry:
             return self
-        try:
-            return replace(self, dependency=DependencyRecord.read(entry[DEPENDENCY]))
-        except (ValueError, TypeError, OverflowError) as error:  # any bad time too
-            return replace(self, dependency_problem=mask(str(error)))
+        found = BreakerState.of(entry[BREAKER])
+        if found is None:
+            shown = mask(str(entry[BREAKER])[:200])
+            return replace(self, breaker_problem=f"{BREAKER} = {shown} is not a breaker's state")
+        return replace(self, breaker=found)
 
     # -- a gate's or a sensor's decision record ------------------------------------------
 
@@ -333,7 +334,7 @@ class DecisionFacts:
                 _optional(capacity.get("reason"), mask) if isinstance(capacity, Mapping) else None
             ),
         )
-        facts = facts._with_dependency(row, mask)
+        facts = facts._with_breaker(row, mask)
         if "estimateSource" not in row:  # recorded before the record kept its sources
             return facts
         try:

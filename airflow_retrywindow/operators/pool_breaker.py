@@ -1,0 +1,155 @@
+"""``PoolBreakerOperator`` and ``pool_breaker_dag``: where the breaker pools' controller runs.
+
+The controller is one deferred task: its trigger
+(:class:`~airflow_retrywindow.triggers.pool_breaker.PoolBreakerTrigger`) runs every
+breaker pool's rounds in the triggerer, holding no worker and no slot of any breaker
+pool. The deferral's timeout is its lease, renewed by a resume: before every round while
+a pool is held, about every ten rounds while none is. When the lease runs out, no
+triggerer ran the trigger in time (none runs, or none came back after a restart):
+Airflow's scheduler resumes the task anyway, and the task gives every held pool back its
+owner's size, says so, and defers again. A held pool is back at its size within about
+two of its rounds of losing its controller; a pool that holds nothing loses nothing.
+
+Deploy it with one DAG file::
+
+    from airflow_retrywindow import pool_breaker_dag
+
+    pool_breaker_dag()
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pendulum
+from airflow.sdk import DAG, BaseOperator
+
+from airflow_retrywindow import configuration
+from airflow_retrywindow.breaker.settings import CONTROLLER_DAG, CONTROLLER_TASK
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+log = logging.getLogger(__name__)
+
+#: a lease while no pool is held, in rounds of the shortest breaker round
+LONG_LEASE_ROUNDS = 10
+#: past a lease's end before Airflow's scheduler resumes the task: its check of deferral
+#: timeouts runs every ``[scheduler] trigger_timeout_check_interval`` (15 s by default)
+LEASE_GRACE = timedelta(seconds=15)
+#: the method the trigger's event resumes
+RENEW = "renew"
+
+
+class PoolBreakerOperator(BaseOperator):
+    """Run the breaker pools that ``[retry_window] breaker_pools`` names.
+
+    It defers at once and stays deferred: its trigger reads each breaker pool through
+    Airflow's REST API every round and sets its slots. Keep it out of every breaker
+    pool (``default_pool`` is fine): it must run while they hold everything.
+
+    :param airflow_conn_id: the connection to Airflow's REST API (default:
+        ``[retry_window] default_conn_id``); its user must be allowed to edit pools,
+        read task instances, XCom entries and Variables.
+    """
+
+    template_fields = ("airflow_conn_id",)
+
+    def __init__(self, *, airflow_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if airflow_conn_id is not None and not (
+            isinstance(airflow_conn_id, str) and airflow_conn_id
+        ):
+            raise ValueError(f"airflow_conn_id must be a connection id, got {airflow_conn_id!r}")
+        self.airflow_conn_id = airflow_conn_id
+
+    def execute(self, context: Context) -> None:
+        """Start the controller: the first lease is a short one, a pool may be held."""
+        self._defer({}, holding=True)
+
+    def renew(self, context: Context, event: Mapping[str, Any]) -> None:
+        """Renew the lease the trigger's ``event`` asks for, and defer again."""
+        self._defer(dict(event.get("due") or {}), holding=bool(event.get("holding", True)))
+
+    def resume_execution(
+        self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context
+    ) -> Any:
+        """Resume from the trigger, or, when its lease ran out, give every pool back."""
+        if next_method == "__fail__":  # Airflow's own: the trigger failed or timed out
+            error = str((next_kwargs or {}).get("error", "unknown"))
+            self._lost(error)
+            if error == "Trigger timeout":  # Airflow's word for a deferral that timed out
+                return self._defer({}, holding=False)
+            raise RuntimeError(
+                f"the breakers' trigger failed ({error}); its pools were given back their size, "
+                "and the task's retry starts the controller again"
+            )
+        return super().resume_execution(next_method, next_kwargs, context)
+
+    def _defer(self, due: dict[str, str], *, holding: bool) -> None:
+        from airflow_retrywindow.triggers.pool_breaker import PoolBreakerTrigger
+
+        pools = configuration.breaker_pools()
+        now = pendulum.now("UTC")
+        round_ = timedelta(seconds=pools.shortest_round())
+        first = min((pendulum.parse(at) for at in due.values()), default=now)
+        assert isinstance(first, datetime)
+        # held: renewed before each round; else about every ten rounds
+        renew_at = first + round_ if holding else now + LONG_LEASE_ROUNDS * round_
+        self.defer(
+            trigger=PoolBreakerTrigger(
+                conn_id=self._conn_id(), due=due, renew_at=renew_at.isoformat()
+            ),
+            method_name=RENEW,
+            timeout=(renew_at - now) + round_ / 2 + LEASE_GRACE,
+        )
+
+    def _lost(self, error: str) -> None:
+        from airflow_retrywindow.triggers.pool_breaker import breaker_controller
+
+        reason = f"the breakers' controller was lost ({error}): back at the pool's size"
+        turns = breaker_controller(self._conn_id()).give_back(reason)
+        for turn in turns:
+            log.warning("Retry window breaker %s: %s", turn.pool, reason)
+
+    def _conn_id(self) -> str:
+        return self.airflow_conn_id or configuration.default_conn_id()
+
+
+def pool_breaker_dag(*, airflow_conn_id: str | None = None, pool: str | None = None) -> DAG:
+    """The DAG that runs the breaker pools: one run that never ends, one deferred task.
+
+    Its id is ``retry_window_pool_breakers``: a failing try trips its breaker only while
+    this DAG's task runs, which it looks up by that id.
+
+    :param airflow_conn_id: the connection its task reads and sets the pools with.
+    :param pool: the pool of its task (default ``default_pool``); never a breaker pool.
+    """
+    breakers = configuration.breaker_pools()
+    if pool is not None and breakers.of(pool) is not None:
+        raise ValueError(
+            f"pool={pool!r} is a breaker pool: the breakers' controller would wait for its "
+            "own pool while it holds everything; give it default_pool or a pool of its own"
+        )
+    with DAG(
+        CONTROLLER_DAG,
+        schedule="@continuous",
+        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+        catchup=False,
+        max_active_runs=1,
+        is_paused_upon_creation=False,
+        tags=["retry-window"],
+        doc_md=__doc__,
+    ) as dag:
+        PoolBreakerOperator(
+            task_id=CONTROLLER_TASK,
+            airflow_conn_id=airflow_conn_id,
+            # a task that fails (its trigger could not run) starts again after a round
+            retries=1000,
+            retry_delay=timedelta(seconds=breakers.shortest_round()),
+            **({"pool": pool} if pool is not None else {}),
+        )
+    return dag

@@ -1,0 +1,119 @@
+"""``PoolBreakerTrigger``: the breaker pools' rounds, run in the triggerer.
+
+One trigger runs every breaker pool of the Airflow (at most one per pool, none per held
+task): each pool's round when it is due (:class:`~airflow_retrywindow.breaker.control.Controller`,
+in a thread, as its reads block). The controller's task defers to it with a timeout, its
+lease: the trigger yields to have the lease renewed before it runs out, after every round
+while a pool is held, about every ten rounds while none is. When no triggerer runs the
+trigger in time the lease runs out and the task gives every pool back its size
+(:mod:`airflow_retrywindow.operators.pool_breaker`). A round that cannot be made (the API
+server away, the connection's password changed) is logged and made again the next
+time, with the connection read anew; it never ends the trigger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pendulum
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_retrywindow.breaker.control import Controller
+from airflow_retrywindow.redaction import describe_exception
+
+log = logging.getLogger(__name__)
+
+#: where the triggerer imports the trigger from
+CLASSPATH = f"{__name__}.PoolBreakerTrigger"
+#: how long before a held pool's next round the lease is renewed: a worker start's time
+RENEW_AHEAD = pendulum.duration(seconds=5)
+
+
+class PoolBreakerTrigger(BaseTrigger):
+    """Run the breaker pools' rounds until the controller's lease is to be renewed.
+
+    :param conn_id: the connection to Airflow's REST API.
+    :param due: when each breaker pool's next round is due (ISO 8601), by pool.
+    :param renew_at: when to yield for the lease's renewal at the latest (ISO 8601).
+    """
+
+    def __init__(self, *, conn_id: str, due: dict[str, str], renew_at: str) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.conn_id = conn_id
+        self.due = dict(due)
+        self.renew_at = renew_at
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """This trigger's classpath and arguments, as the triggerer rebuilds it."""
+        return CLASSPATH, {"conn_id": self.conn_id, "due": self.due, "renew_at": self.renew_at}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """One event, when the lease is to be renewed: each pool's next round, and whether
+        a pool is held (the next lease is then a short one)."""
+        from airflow_retrywindow import configuration
+
+        pools = configuration.breaker_pools()
+        now = pendulum.now("UTC")
+        due = {name: _instant(self.due[name]) if name in self.due else now for name in pools.pools}
+        renew_at = _instant(self.renew_at)
+        controller: Controller | None = None
+        held = False
+        while (now := pendulum.now("UTC")) < renew_at:
+            ready = sorted(name for name, at in due.items() if at <= now)
+            if ready:
+                controller = await asyncio.to_thread(self._round, controller, ready)
+                for name in ready:
+                    due[name] = now.add(seconds=pools.pools[name].round)
+                held = _holding(controller)
+                if held:
+                    # held pools renew the lease before each round: it stays short
+                    renew_at = min(renew_at, min(due.values()) - RENEW_AHEAD)
+            wake = min([renew_at, *due.values()])
+            await asyncio.sleep(max((wake - pendulum.now("UTC")).total_seconds(), 0.0))
+        event = {"due": {name: at.isoformat() for name, at in due.items()}}
+        yield TriggerEvent({**event, "holding": held})  # type: ignore[no-untyped-call]
+
+    def _round(self, controller: Controller | None, ready: list[str]) -> Controller | None:
+        """One round of the pools ``ready``; the controller to keep (``None`` after a failed
+        round: the next one reads the connection anew, its password may have changed)."""
+        try:
+            controller = controller or breaker_controller(self.conn_id)
+            turns = controller.round(ready)
+        except Exception as error:
+            log.warning(
+                "Retry window breakers: a round of %s could not be made (%s); the pools stay "
+                "as they are until the next",
+                ", ".join(ready),
+                describe_exception(error),
+            )
+            return None
+        for turn in turns:
+            log.info("Retry window breaker %s: %s", turn.pool, turn.reason)
+        return controller
+
+
+def breaker_controller(conn_id: str) -> Controller:
+    """The controller of this Airflow's breaker pools, reading through ``conn_id``."""
+    from airflow_retrywindow import configuration
+    from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
+    from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS
+
+    api = AirflowApiHook(conn_id, timeout=configuration.api_timeout()).get_conn()
+    # only Airflow 3.3's retry policies mark the failures that end a task instance
+    return Controller(api, configuration.breaker_pools(), marked=AIRFLOW_V_3_3_PLUS)
+
+
+def _holding(controller: Controller | None) -> bool:
+    """Whether a pool was held at its last round (a controller that failed: assume so)."""
+    if controller is None:
+        return True
+    return any(state.holds for state in controller.states.values())
+
+
+def _instant(text: str) -> pendulum.DateTime:
+    found = pendulum.parse(text)
+    assert isinstance(found, pendulum.DateTime)  # written by isoformat() of one
+    return found.in_timezone("UTC")

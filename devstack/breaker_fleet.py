@@ -1,0 +1,198 @@
+"""A fleet of tasks sharing one dependency, for the breaker's end-to-end tests, the
+distributed path, the demo and the benchmark.
+
+The DAGs (``tests/breaker/dags/rw_breaker_fleet.py``): ``rw_breaker_a`` and
+``rw_breaker_b`` each map one gated task over ``RW_FLEET_MAP_INDEXES`` map indexes in the
+breaker pool ``positions_api``; ``rw_breaker_plain`` maps the same task with Airflow's
+own retries in the pool ``positions_plain``, which is no breaker. Each try asks the
+dependency once, at ``RW_FLEET_STANDIN``: :class:`DependencyStandIn`, a loopback
+stand-in the test drives (up, down, or serving only so many calls at once), which keeps
+every call with its DAG, task, try and answer. ``rw_breaker_controller.py`` beside them
+is the one line that runs the breakers' controller.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+from airflow_retrywindow.labels import label
+from devstack.loopback import LoopbackServer
+from devstack.stack import ROOT, AirflowStack
+
+#: the DAG files: the fleet's, and the controller's
+DAGS = ROOT / "tests" / "breaker" / "dags"
+FLEET_FILE = DAGS / "rw_breaker_fleet.py"
+CONTROLLER_FILE = DAGS / "rw_breaker_controller.py"
+GATED_DAGS = ("rw_breaker_a", "rw_breaker_b")
+PLAIN_DAG = "rw_breaker_plain"
+MAP_INDEXES_ENV = "RW_FLEET_MAP_INDEXES"
+#: the breaker pool, and the plain fleet's own
+BREAKER_POOL = "positions_api"
+PLAIN_POOL = "positions_plain"
+
+
+def breaker_env(round_seconds: int, **pools: dict[str, Any]) -> dict[str, str]:
+    """The settings that make :data:`BREAKER_POOL` a breaker with ``round_seconds`` rounds
+    (and any other ``pools``), and let Airflow's scheduler notice a lapsed lease quickly."""
+    named = {BREAKER_POOL: {"round": round_seconds}, **pools}
+    return {
+        "AIRFLOW__RETRY_WINDOW__BREAKER_POOLS": json.dumps(named),
+        "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "2",
+    }
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call the stand-in answered (``at`` and ``ended`` in Unix seconds)."""
+
+    at: float
+    ended: float
+    endpoint: str
+    dag: str
+    task: str
+    try_number: int
+    status: int
+
+
+class DependencyStandIn:
+    """The dependency, serving until closed: up (200 after ``serve`` seconds), down (503
+    at once), or serving ``capacity`` calls at once and refusing the rest at once.
+
+    :param serve: seconds a served call takes.
+    """
+
+    def __init__(self, serve: float = 1.0) -> None:
+        self.serve = serve
+        self.calls: list[Call] = []
+        self._capacity: int | None = None  # None: up, 0: down
+        self._busy = 0
+        self._lock = threading.Lock()
+        self._server = LoopbackServer(self._handler())
+
+    @property
+    def url(self) -> str:
+        """Its base URL."""
+        return self._server.url
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._server.close()
+
+    def up(self) -> float:
+        """Serve every call from now; when, in Unix seconds."""
+        return self._set(None)
+
+    def down(self) -> float:
+        """Refuse every call from now; when."""
+        return self._set(0)
+
+    def serving(self, capacity: int) -> float:
+        """Serve ``capacity`` calls at once and refuse the rest, from now; when."""
+        return self._set(capacity)
+
+    def between(self, start: float, end: float, endpoint: str) -> list[Call]:
+        """The calls to ``endpoint`` that arrived from ``start`` to ``end``."""
+        return [c for c in self.calls if c.endpoint == endpoint and start <= c.at < end]
+
+    def _set(self, capacity: int | None) -> float:
+        with self._lock:
+            self._capacity = capacity
+            return time.time()
+
+    def _answer(self, path: str) -> int:
+        parts = urlsplit(path)
+        query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+        at = time.time()
+        with self._lock:
+            served = self._capacity is None or self._busy < self._capacity
+            if served:
+                self._busy += 1
+        if served:
+            time.sleep(self.serve)
+            with self._lock:
+                self._busy -= 1
+        call = Call(
+            at, time.time(), parts.path.strip("/"), query["dag"], query["task"],
+            int(query["try"]), 200 if served else 503,
+        )  # fmt: skip
+        with self._lock:
+            self.calls.append(call)
+        return call.status
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        answer = self._answer
+
+        class Handler(BaseHTTPRequestHandler):
+            handlers: ClassVar[int] = 0
+
+            def do_GET(self) -> None:
+                self.send_response(answer(self.path))
+                self.end_headers()
+                self.wfile.write(b"positions")
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        return Handler
+
+
+def create_pools(stack: AirflowStack, slots: int, plain_slots: int | None = None) -> None:
+    """The breaker pool and the plain fleet's own, ``slots`` slots each (or ``plain_slots``)."""
+    stack.api("POST", "/api/v2/pools", {"name": BREAKER_POOL, "slots": slots})
+    size = slots if plain_slots is None else plain_slots
+    stack.api("POST", "/api/v2/pools", {"name": PLAIN_POOL, "slots": size})
+
+
+def breaker_line(stack: AirflowStack, pool: str = BREAKER_POOL) -> dict[str, Any] | None:
+    """The breaker's state the pool's description holds now, ``None`` without one."""
+    from airflow_retrywindow.records.breaker_state import BreakerState
+
+    found = BreakerState.in_description(stack.api("GET", f"/api/v2/pools/{pool}")["description"])
+    return None if found is None else found.as_dict()
+
+
+def final_states(
+    stack: AirflowStack, runs: dict[str, str], dag_ids: tuple[str, ...]
+) -> list[tuple[str | None, int]]:
+    """(state, try number) of every task instance of ``dag_ids``' runs."""
+    return [
+        state for dag_id in dag_ids for state in stack.task_states(dag_id, runs[dag_id]).values()
+    ]
+
+
+#: the entry the execution API writes each time a worker starts a try (resumptions too)
+START_EVENT = "running"
+
+
+def worker_starts(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, int]:
+    """Task instance (``call[3]``) -> how often a worker started one of its tries."""
+    rows = stack.rows(
+        "select ti.task_id, ti.map_index, count(l.id) from task_instance ti"
+        " left join log l on l.dag_id = ti.dag_id and l.run_id = ti.run_id"
+        " and l.task_id = ti.task_id and l.map_index = ti.map_index and l.event = :e"
+        " where ti.dag_id = :d and ti.run_id = :r group by ti.task_id, ti.map_index",
+        e=START_EVENT,
+        d=dag_id,
+        r=run_id,
+    )
+    return {label(task, int(index)): int(count) for task, index, count in rows}
+
+
+def last_end(stack: AirflowStack, runs: dict[str, str], dag_ids: tuple[str, ...]) -> float:
+    """When the last task instance of ``dag_ids``' runs ended, in Unix seconds."""
+    latest = 0.0
+    for dag_id in dag_ids:
+        (row,) = stack.rows(
+            "select max(end_date) from task_instance where dag_id = :d and run_id = :r",
+            d=dag_id,
+            r=runs[dag_id],
+        )
+        if row[0] is not None:
+            latest = max(latest, row[0].timestamp())
+    return latest
