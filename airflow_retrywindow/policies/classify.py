@@ -23,20 +23,30 @@ So the classifier and the clock read share one bound, ``[retry_window]
 clock_read_limit`` (1 s below that tolerance by default): the classifier is given at
 most ``classify_timeout`` (4 s by default) and never more than half the bound, and
 the clock read what is left. A classifier still thinking then is left to finish on
-its own thread; its answer is not used.
+its own thread; its answer is not used, the failure takes the window's own class,
+and the log, the evidence (``timeout``), the view and ``retry_window.classifier.timeout``
+say that it did not answer.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from datetime import timedelta
 from typing import Any
 
-from airflow_retrywindow.records.composition import CLASSIFIER, WINDOW, Classification
+from airflow_retrywindow.records.composition import (
+    CLASSIFIER,
+    TIMEOUT,
+    WINDOW,
+    Classification,
+)
 from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL
 from airflow_retrywindow.redaction import describe_exception, safe_text
+
+log = logging.getLogger(__name__)
 
 #: the longest the classifier is waited for unless the DAG author says otherwise
 DEFAULT_CLASSIFY_TIMEOUT = timedelta(seconds=4)
@@ -47,10 +57,13 @@ MAX_CLASSIFIER_REASON = 200
 
 
 def reason_part(classified: Classification) -> str:
-    """What the decision's reason says of the class: only a classifier's FAIL or RETRY.
+    """What the decision's reason says of the class: a classifier's FAIL or RETRY, or its silence.
 
-    When the window's own classes decided, the evidence says why.
+    When the window's own classes decided on another answer, the evidence says why.
     """
+    if classified.answer == TIMEOUT:
+        said = f"{classified.reason}, so {classified.failure} by the window's classes"
+        return f"{classified.policy}: {said}"
     if classified.by != CLASSIFIER:
         return ""
     said = f": {classified.reason}" if classified.reason else ""
@@ -97,8 +110,13 @@ def ask(
     max_tries: int,
     context: Any,
     wait: float,
+    own: str,
 ) -> Classification:
-    """The class ``classifier`` gives an undeclared failure, waited for at most ``wait`` s."""
+    """The class ``classifier`` gives an undeclared failure, waited for at most ``wait`` s.
+
+    :param own: the class the window's own classes give the failure, kept when the
+        classifier gives no usable answer.
+    """
     from airflow.sdk import RetryAction, RetryDecision
 
     name = type(classifier).__name__
@@ -122,10 +140,18 @@ def ask(
     took = time.monotonic() - started
 
     def fallback(kind: str, why: str) -> Classification:
-        return Classification(RETRYABLE, WINDOW, name, kind, why, seconds=took)
+        return Classification(own, WINDOW, name, kind, why, seconds=took)
 
     if not answered:
-        return fallback("timeout", f"no answer within {wait:g} s, the decision's bound")
+        log.warning(
+            "Retry window: %s did not answer within %g s, its share of the decision's bound; "
+            "the failure is %s by the window's own classes. List its exception in terminal=, "
+            "unknown= or retryable= where a missed answer must not decide it",
+            name,
+            wait,
+            own,
+        )
+        return fallback(TIMEOUT, f"no answer within {wait:g} s")
     if "error" in answer:
         return fallback("raised", f"it raised {describe_exception(answer['error'])}")
     decision = answer.get("decision")

@@ -209,6 +209,8 @@ class RetryWindowPolicy(RetryPolicy):
         wait; anything else leaves it to the window (:mod:`~.policies.classify`).
     :param classify_timeout: the longest the classifier is waited for (default 4 s),
         never more than half of ``[retry_window] clock_read_limit``, the decision's bound.
+        A classifier that does not answer in time leaves the failure to the window's own
+        classes, and the reason, the evidence and a metric say so.
     """
 
     def __init__(
@@ -321,14 +323,17 @@ class RetryWindowPolicy(RetryPolicy):
         if self.classify is None:
             return Classification(RETRYABLE, WINDOW)
         wait = classify_wait(self.classify_timeout, configuration.clock_read_limit())
-        return ask(
+        classified = ask(
             self.classify,
             exception,
             try_number=try_number,
             max_tries=max_tries,
             context=context,
             wait=wait,
+            own=self.classifier.classify(exception),
         )
+        metrics.classifier_answered(context, classified.answer, classifier=classified.policy)
+        return classified
 
     def decide_start(
         self,
