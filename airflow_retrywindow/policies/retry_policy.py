@@ -45,6 +45,7 @@ from airflow_retrywindow.policies.classify import (
     ask,
     bound_problem,
     classify_wait,
+    ready,
     reason_part,
 )
 from airflow_retrywindow.policies.composition import placement_of
@@ -209,8 +210,10 @@ class RetryWindowPolicy(RetryPolicy):
         wait; anything else leaves it to the window (:mod:`~.policies.classify`).
     :param classify_timeout: the longest the classifier is waited for (default 4 s),
         never more than half of ``[retry_window] clock_read_limit``, the decision's bound.
-        A classifier that does not answer in time leaves the failure to the window's own
-        classes, and the reason, the evidence and a metric say so.
+        A model the classifier asks is made ready before each try's code runs, so the
+        wait is for its answer; a classifier that does not answer in time leaves the
+        failure to the window's own classes, and the reason, the evidence and a metric
+        say so.
     """
 
     def __init__(
@@ -334,6 +337,15 @@ class RetryWindowPolicy(RetryPolicy):
         )
         metrics.classifier_answered(context, classified.answer, classifier=classified.policy)
         return classified
+
+    def ready_classifier(self) -> None:
+        """Load what the classifier's models need before they answer; never raises.
+
+        The retry-start check calls it before the task's code runs, so that a failure
+        waits only for the model's answer (:func:`~.policies.classify.ready`).
+        """
+        if self.classify is not None:
+            ready(self.classify)
 
     def decide_start(
         self,

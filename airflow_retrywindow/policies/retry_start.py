@@ -99,6 +99,10 @@ class RetryStartCheck:
 
             # fails the try at once, without the retry policy and without retries
             raise AirflowFailException(verdict.reason)
+        # the try runs: a classifier's model is loaded now, so a failure waits for its answer
+        window = window_of(context["task"])
+        if window is not None:
+            window.ready_classifier()
         if self.then is not None:
             self.then(context)
 
