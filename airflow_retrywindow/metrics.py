@@ -56,6 +56,9 @@ RETRY_START_REFUSED = "retry_window.retry_start.refused"
 RETRY_START_NOT_RUN = "retry_window.retry_start.not_run"
 #: per gate evaluation an approval overrode the model on: the targets it released
 OVERRIDE_APPROVED = "retry_window.override.approved"
+#: one per failed attempt the retry policy asked its classifier (``classify=``) about, by
+#: its answer; ``timeout`` when it did not answer within its wait
+CLASSIFIER = "retry_window.classifier.{}"
 
 #: per breaker pool, the slots its breaker gives it, and 1 while it is open (else 0)
 BREAKER_SLOTS = "retry_window.breaker.slots"
@@ -77,6 +80,7 @@ NAMES = (
     RETRY_START_REFUSED,
     RETRY_START_NOT_RUN,
     OVERRIDE_APPROVED,
+    CLASSIFIER,
     BREAKER_SLOTS,
     BREAKER_OPEN,
     BREAKER_PROBE,
@@ -270,6 +274,20 @@ def retry_start_not_run_metrics(*, dag_id: str, task_id: str) -> list[Metric]:
     return [Metric(RETRY_START_NOT_RUN, COUNTER, 1, tags)]
 
 
+def classifier_metrics(answer: str, *, dag_id: str, task_id: str, classifier: str) -> list[Metric]:
+    """The metric of one answer of a window's classifier.
+
+    :param answer: ``fail``, ``retry``, ``default``, ``raised``, ``invalid`` or ``timeout``
+        (:class:`~airflow_retrywindow.records.composition.Classification`).
+    :param dag_id: the task's DAG.
+    :param task_id: the gated task.
+    :param classifier: the classifier's class name; a tag, so that a name holds no class name.
+    """
+    name = CLASSIFIER.format(metric_word(answer))
+    tags = {"dag_id": dag_id, "task_id": task_id, "decided_by": RETRY_POLICY}
+    return [Metric(name, COUNTER, 1, {**tags, "classifier": classifier})]
+
+
 def breaker_metrics(pool: str, *, slots: int, size: int, is_open: bool) -> list[Metric]:
     """The gauges of a breaker pool after a round: its slots, and 1 while it is open.
 
@@ -331,6 +349,15 @@ def retry_start_refused(context: Mapping[str, Any]) -> None:
 def retry_start_not_run(context: Mapping[str, Any]) -> None:
     """Count a failed try whose retry-start check did not run, for the task of ``context``."""
     _send_safely(lambda: retry_start_not_run_metrics(**_task_of(context)))
+
+
+def classifier_answered(
+    context: Mapping[str, Any] | None, answer: str | None, *, classifier: str | None
+) -> None:
+    """Count an answer of the window's classifier about the failure of ``context``'s task."""
+    _send_safely(
+        lambda: classifier_metrics(str(answer), **_task_of(context), classifier=str(classifier))
+    )
 
 
 def breaker_state(pool: str, *, slots: int, size: int, is_open: bool) -> None:

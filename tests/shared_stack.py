@@ -78,12 +78,6 @@ STACKS = (
             "AIRFLOW_CONN_RW_TEST_MODEL": json.dumps(
                 {"conn_type": "pydanticai", "extra": {"model": "test"}}
             ),
-            # The classifier's first answer in a task process imports pydantic-ai and reads
-            # its connection from the API server: 4 s (the default classify_timeout) was
-            # too little on a busy machine, where the window then classified the failure
-            # itself. The chains' DAG gives it 10 s, which needs a clock_read_limit of 20 s:
-            # six failed heartbeats make the supervisor's tolerance 25 s, the limit 24.
-            "AIRFLOW__WORKERS__MAX_FAILED_HEARTBEATS": "6",
         },
     ),
 )

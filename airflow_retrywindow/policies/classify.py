@@ -23,20 +23,36 @@ So the classifier and the clock read share one bound, ``[retry_window]
 clock_read_limit`` (1 s below that tolerance by default): the classifier is given at
 most ``classify_timeout`` (4 s by default) and never more than half the bound, and
 the clock read what is left. A classifier still thinking then is left to finish on
-its own thread; its answer is not used.
+its own thread; its answer is not used, the failure takes the window's own class,
+and the log, the evidence (``timeout``), the view and ``retry_window.classifier.timeout``
+say that it did not answer.
+
+**Ready before the task's code.** A model's first answer in a task process would
+also import the provider's hook, the model's client library and its price data,
+read the model's connection and resolve the model: seconds of a busy core, inside
+that bound. The retry-start check, which runs before the task's code on every try,
+does that first (:func:`ready`), so a failure waits only for the model's answer.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from datetime import timedelta
 from typing import Any
 
-from airflow_retrywindow.records.composition import CLASSIFIER, WINDOW, Classification
+from airflow_retrywindow.records.composition import (
+    CLASSIFIER,
+    TIMEOUT,
+    WINDOW,
+    Classification,
+)
 from airflow_retrywindow.records.evidence import RETRYABLE, TERMINAL
 from airflow_retrywindow.redaction import describe_exception, safe_text
+
+log = logging.getLogger(__name__)
 
 #: the longest the classifier is waited for unless the DAG author says otherwise
 DEFAULT_CLASSIFY_TIMEOUT = timedelta(seconds=4)
@@ -44,13 +60,19 @@ DEFAULT_CLASSIFY_TIMEOUT = timedelta(seconds=4)
 CLASSIFY_SHARE = 0.5
 #: how much of the classifier's reason is kept
 MAX_CLASSIFIER_REASON = 200
+#: the attribute naming the Airflow connection of a policy that asks a model through one
+#: (common.ai's ``ClassifierRetryPolicy`` and ``LLMRetryPolicy``)
+MODEL_CONNECTION = "llm_conn_id"
 
 
 def reason_part(classified: Classification) -> str:
-    """What the decision's reason says of the class: only a classifier's FAIL or RETRY.
+    """What the decision's reason says of the class: a classifier's FAIL or RETRY, or its silence.
 
-    When the window's own classes decided, the evidence says why.
+    When the window's own classes decided on another answer, the evidence says why.
     """
+    if classified.answer == TIMEOUT:
+        said = f"{classified.reason}, so {classified.failure} by the window's classes"
+        return f"{classified.policy}: {said}"
     if classified.by != CLASSIFIER:
         return ""
     said = f": {classified.reason}" if classified.reason else ""
@@ -97,8 +119,13 @@ def ask(
     max_tries: int,
     context: Any,
     wait: float,
+    own: str,
 ) -> Classification:
-    """The class ``classifier`` gives an undeclared failure, waited for at most ``wait`` s."""
+    """The class ``classifier`` gives an undeclared failure, waited for at most ``wait`` s.
+
+    :param own: the class the window's own classes give the failure, kept when the
+        classifier gives no usable answer.
+    """
     from airflow.sdk import RetryAction, RetryDecision
 
     name = type(classifier).__name__
@@ -122,10 +149,18 @@ def ask(
     took = time.monotonic() - started
 
     def fallback(kind: str, why: str) -> Classification:
-        return Classification(RETRYABLE, WINDOW, name, kind, why, seconds=took)
+        return Classification(own, WINDOW, name, kind, why, seconds=took)
 
     if not answered:
-        return fallback("timeout", f"no answer within {wait:g} s, the decision's bound")
+        log.warning(
+            "Retry window: %s did not answer within %g s, its share of the decision's bound; "
+            "the failure is %s by the window's own classes. List its exception in terminal=, "
+            "unknown= or retryable= where a missed answer must not decide it",
+            name,
+            wait,
+            own,
+        )
+        return fallback(TIMEOUT, f"no answer within {wait:g} s")
     if "error" in answer:
         return fallback("raised", f"it raised {describe_exception(answer['error'])}")
     decision = answer.get("decision")
@@ -139,3 +174,54 @@ def ask(
         floor = max(0, math.ceil(delay.total_seconds())) if isinstance(delay, timedelta) else 0
         return Classification(RETRYABLE, CLASSIFIER, name, "retry", said, floor or None, took)
     return fallback("default", f"it answered DEFAULT{f': {said}' if said else ''}")
+
+
+def models_in(classifier: object) -> list[Any]:
+    """The policies of ``classifier`` that ask a model through an Airflow connection.
+
+    The classifier itself, each member of a chain (``policies``) and each policy one falls
+    back to (``fallback_policy``), at any depth, each once.
+    """
+    found: list[Any] = []
+    seen: set[int] = set()
+    pending: list[object] = [classifier]
+    while pending:
+        policy = pending.pop()
+        if policy is None or id(policy) in seen:
+            continue  # a fallback may be shared, or lead back
+        seen.add(id(policy))
+        if isinstance(getattr(policy, MODEL_CONNECTION, None), str):
+            found.append(policy)
+        members = getattr(policy, "policies", None)
+        pending.extend(members if isinstance(members, (list, tuple)) else ())
+        pending.append(getattr(policy, "fallback_policy", None))
+    return found
+
+
+def ready(classifier: object) -> None:
+    """Load what each model of ``classifier`` needs before it can answer; never raises.
+
+    The hook the model's policy builds for each answer is built once here and resolves
+    its model: that imports the provider's hook, the model's client library and its
+    price data, and reads the connection. Each policy still reads its connection again
+    when asked (a read of Airflow, which the decision's bound is for); the imports stay.
+    A model that cannot be made ready is logged, and still asked when a try fails.
+    """
+    for policy in models_in(classifier):
+        conn_id, started = getattr(policy, MODEL_CONNECTION), time.monotonic()
+        try:
+            from airflow.providers.common.ai.hooks.pydantic_ai import PydanticAIHook
+
+            hook = PydanticAIHook(llm_conn_id=conn_id, model_id=getattr(policy, "model_id", None))
+            hook.get_conn()
+        except Exception as error:
+            log.warning(
+                "Retry window: the model of %s (connection %r) could not be made ready: %s. "
+                "It is still asked when a try fails; check the connection",
+                type(policy).__name__,
+                conn_id,
+                describe_exception(error),
+            )
+            continue
+        took = time.monotonic() - started
+        log.info("Retry window: the model of %s is ready, in %.2f s", type(policy).__name__, took)

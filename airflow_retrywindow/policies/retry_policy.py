@@ -46,6 +46,7 @@ from airflow_retrywindow.policies.classify import (
     ask,
     bound_problem,
     classify_wait,
+    ready,
     reason_part,
 )
 from airflow_retrywindow.policies.composition import placement_of
@@ -210,6 +211,10 @@ class RetryWindowPolicy(RetryPolicy):
         wait; anything else leaves it to the window (:mod:`~.policies.classify`).
     :param classify_timeout: the longest the classifier is waited for (default 4 s),
         never more than half of ``[retry_window] clock_read_limit``, the decision's bound.
+        A model the classifier asks is made ready before each try's code runs, so the
+        wait is for its answer; a classifier that does not answer in time leaves the
+        failure to the window's own classes, and the reason, the evidence and a metric
+        say so.
     """
 
     def __init__(
@@ -326,14 +331,26 @@ class RetryWindowPolicy(RetryPolicy):
         if self.classify is None:
             return Classification(RETRYABLE, WINDOW)
         wait = classify_wait(self.classify_timeout, configuration.clock_read_limit())
-        return ask(
+        classified = ask(
             self.classify,
             exception,
             try_number=try_number,
             max_tries=max_tries,
             context=context,
             wait=wait,
+            own=self.classifier.classify(exception),
         )
+        metrics.classifier_answered(context, classified.answer, classifier=classified.policy)
+        return classified
+
+    def ready_classifier(self) -> None:
+        """Load what the classifier's models need before they answer; never raises.
+
+        The retry-start check calls it before the task's code runs, so that a failure
+        waits only for the model's answer (:func:`~.policies.classify.ready`).
+        """
+        if self.classify is not None:
+            ready(self.classify)
 
     def decide_start(
         self,

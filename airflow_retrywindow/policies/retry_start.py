@@ -21,7 +21,8 @@ version): that job is not the try's. It costs one read of the task state store
 per try start, and none on a window's first try, except for a resumable job,
 whose every try keeps the job id it started with and where it belongs (one read
 and one write), and whose stored job's status is read once when the try starts
-on a decision, to record what the mixin will do with it. Airflow keeps
+on a decision, to record what the mixin will do with it. A model that ``classify=``
+asks is loaded once the try may run (:func:`~.classify.ready`). Airflow keeps
 that store per task instance, map index included, so each map index of a mapped
 task is checked against its own decisions.
 """
@@ -84,6 +85,10 @@ class RetryStartCheck:
 
             # fails the try at once, without the retry policy and without retries
             raise AirflowFailException(verdict.reason)
+        # the try runs: a classifier's model is loaded now, so a failure waits for its answer
+        window = window_of(context["task"])
+        if window is not None:
+            window.ready_classifier()
         if self.then is not None:
             self.then(context)
 

@@ -30,6 +30,8 @@ CLASSIFIED_KEY = "classified"
 DECLARED = "declared"
 CLASSIFIER = "classifier"
 WINDOW = "window"
+#: the classifier's answer (``classified.answer``) when it did not answer in time
+TIMEOUT = "timeout"
 
 
 @dataclass(frozen=True)

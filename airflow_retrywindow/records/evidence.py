@@ -96,7 +96,10 @@ def record(
     :param reconciliation: the status read of a resumable job
         (:class:`~airflow_retrywindow.records.reconciliation.Reconciliation`).
     :param lost_try: the previous try, when the scheduler failed it by its race.
-    :param classified: what the window's classifier (``classify=``) answered, when asked.
+    :param classified: what the window's classifier (``classify=``) answered, when asked
+        (:class:`~airflow_retrywindow.records.composition.Classification`); ``answer``
+        ``timeout`` says it did not answer within its wait, and the window's own classes
+        gave the failure its class.
     :param chain: where the window sits in a ``ChainRetryPolicy`` or list, and what the
         policies asked before it said.
     :param extra: more evidence, stored after the fields above.

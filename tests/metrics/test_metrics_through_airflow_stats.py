@@ -30,6 +30,7 @@ WORDS = {
     metrics.FAILED_ATTEMPT: [UNKNOWN, TERMINAL, RETRYABLE, metrics.OTHER],
     metrics.CAPACITY: [FITS_NOW, WAIT_CAPACITY, CAPACITY_INFEASIBLE, metrics.OTHER],
     metrics.BUDGET: [WITHIN_BUDGET, BUDGET_EXCEEDED, metrics.OTHER],
+    metrics.CLASSIFIER: ["fail", "retry", "default", "raised", "invalid", "timeout", metrics.OTHER],
 }
 
 
@@ -50,7 +51,7 @@ def test_every_name_passes_airflows_statsd_and_opentelemetry_checks() -> None:
     )
 
     names = every_name()
-    assert len(names) == 6 + len(Decision) + 2 + 4 + 4 + 3 + 4
+    assert len(names) == 6 + len(Decision) + 2 + 4 + 4 + 3 + 4 + 7
     for name in names:
         # the StatsD client's check, with Airflow's default prefix in front
         assert stat_name_default_handler(f"airflow.{name}") == f"airflow.{name}"

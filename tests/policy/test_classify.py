@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import secrets
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -18,10 +17,14 @@ import pytest
 from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryDecision, RetryPolicy, RetryRule
 from airflow.sdk.log import mask_secret
 
-from airflow_retrywindow import Deadline, check_dag, configuration
+from airflow_retrywindow import Deadline, check_dag
+from airflow_retrywindow.plugins.decision_rows import policy_rows
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY, RETRYABLE, TERMINAL, UNKNOWN
+from tests.metrics.test_metrics_through_airflow_stats import PREFIX, Listener, statsd
 from tests.policy.resumable_jobs import Store, context, policy
 from tests.policy.test_failure_paths import operator
+
+__all__ = ["statsd"]  # the fixture: Airflow's Stats sending to a UDP listener
 
 
 class Answers(RetryPolicy):
@@ -129,22 +132,45 @@ def test_no_usable_answer_leaves_the_failure_to_the_windows_classes(
     assert "Answers" not in entry["reason"]  # the window's classes decided: the evidence says why
 
 
-def test_a_slow_classifier_is_not_waited_for_past_its_bound() -> None:
+def test_a_classifier_that_never_answers_leaves_the_class_to_the_window_and_says_so(
+    statsd: Listener, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the model's FAIL comes only once the decision is taken: it never answers within its wait
     released = threading.Event()
-    slow = Answers(RetryDecision.fail(reason="too late to count"), wait=released)
-    started = time.monotonic()
+    silent = Answers(RetryDecision.fail(reason="credentials revoked"), wait=released)
+    gate = policy(classify=silent, failed_statuses=(), classify_timeout=1)
+    task, store, error = operator(gate), Store(), ConnectionError("reset")
+    ctx = context(task, try_number=1, store=store, max_tries=2)
+    ctx["ti"].dag_id = "rw_paths"
     try:
-        decision, entry = decide(slow, ConnectionError("reset"), classify_timeout=1)
+        decision = gate.evaluate(error, 1, 2, ctx)
     finally:
         released.set()
-    took = time.monotonic() - started
-    assert slow.asked == 1
-    # within the decision's bound, far from the 60 s the classifier would have taken
-    assert took < configuration.clock_read_limit()
-    assert decision.action is RetryAction.RETRY  # its late FAIL is not used
-    assert entry["classified"]["answer"] == "timeout"
-    assert entry["classified"]["reason"] == "no answer within 1 s, the decision's bound"
-    assert 1 <= entry["classified"]["seconds"] < configuration.clock_read_limit()
+    entry = store.values[EVIDENCE_KEY]["latest"]
+    assert silent.asked == 1
+    # the window's own classes: an undeclared failure is retryable, so it retries
+    assert entry["failure"] == gate.classifier.classify(error) == RETRYABLE
+    assert decision.action is RetryAction.RETRY
+    said = "Answers: no answer within 1 s, so retryable by the window's classes"
+    assert said in decision.reason
+    assert said in entry["reason"]
+    assert entry["classified"] == {
+        "failure": RETRYABLE,
+        "by": "window",
+        "policy": "Answers",
+        "answer": "timeout",
+        "reason": "no answer within 1 s",
+        "seconds": entry["classified"]["seconds"],
+    }
+    (row,) = policy_rows("load", -1, store.values[EVIDENCE_KEY])
+    assert said in row.reason
+    assert row.composition == (
+        "Answers gave no usable answer (timeout: no answer within 1 s); the window's own "
+        "classes decided: retryable."
+    )
+    tags = "dag_id=rw_paths,task_id=load,decided_by=retry-policy,classifier=Answers"
+    assert f"{PREFIX}.retry_window.classifier.timeout,{tags}:1|c" in statsd.lines()
+    assert "Answers did not answer within 1 s, its share of the decision's bound" in caplog.text
 
 
 def test_its_wait_is_never_more_than_half_the_decisions_bound(
@@ -159,7 +185,7 @@ def test_its_wait_is_never_more_than_half_the_decisions_bound(
         _, entry = decide(slow, ConnectionError("reset"), classify_timeout=30)
     finally:
         released.set()
-    assert entry["classified"]["reason"] == "no answer within 1 s, the decision's bound"
+    assert entry["classified"]["reason"] == "no answer within 1 s"
     assert classify_wait(timedelta(seconds=30), 8) == 4
 
 

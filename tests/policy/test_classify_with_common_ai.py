@@ -126,3 +126,32 @@ def test_an_llm_retry_policy_classifies_too() -> None:
         "LLMRetryPolicy",
         "fail",
     )
+
+
+def test_the_models_of_a_classifier_are_found_in_chains_and_fallbacks() -> None:
+    from airflow.sdk import ExceptionRetryPolicy
+
+    from airflow_retrywindow.policies.classify import models_in
+
+    reasoning = retry().LLMRetryPolicy(llm_conn_id="rw_reasoning")
+    first = retry().ClassifierRetryPolicy(
+        llm_conn_id=CONN_ID, categories=dict([auth(), rate_limit()]), fallback_policy=reasoning
+    )
+    chained = ChainRetryPolicy([ExceptionRetryPolicy(rules=[]), first])
+    assert {id(found) for found in models_in(chained)} == {id(first), id(reasoning)}
+    assert models_in(ExceptionRetryPolicy(rules=[])) == []
+
+
+def test_a_model_is_made_ready_and_one_that_cannot_be_is_only_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="airflow_retrywindow.policies.classify")
+    missing = retry().LLMRetryPolicy(llm_conn_id="rw_no_such_model")
+    gate = policy(classify=ChainRetryPolicy([classifier(auth(), rate_limit()), missing]))
+    gate.ready_classifier()  # never raises: the try runs, and the model is asked when it fails
+    said = caplog.text
+    assert "the model of ClassifierRetryPolicy is ready, in " in said
+    assert (
+        "the model of LLMRetryPolicy (connection 'rw_no_such_model') could not be made ready: "
+        "AirflowNotFoundException"
+    ) in said

@@ -5,12 +5,15 @@ killed try, a ``PermissionError``, a retryable failure), and a window fed by a
 ``ClassifierRetryPolicy`` on pydantic-ai's test model and by a slow classifier.
 Every body counts its runs, and each run's deadline comes from its conf, as in the
 scheduler paths' DAGs (``counted_tries.py``, which the test copies beside this file).
+The classifier's bodies also note which of its model's modules were loaded before
+they ran.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from datetime import timedelta
 
@@ -119,12 +122,21 @@ if ClassifierRetryPolicy is not None:
         ErrorCategory("API throttling or a quota exceeded.", delay=timedelta(seconds=60)),
     )
 
+    #: what the classifier's first answer in a task process would otherwise import
+    MODEL_MODULES = ("airflow.providers.common.ai.hooks.pydantic_ai", "pydantic_ai.models.test")
+
+    def _count_ready(context):  # type: ignore[no-untyped-def]
+        # a body run, and which of the model's modules were loaded before the body ran
+        count(context)
+        loaded = [name for name in MODEL_MODULES if name in sys.modules]
+        with open(context["dag_run"].conf["counter"], "a") as out:
+            out.write(f"ready {context['ti'].task_id} {','.join(loaded)}\n")
+
     def _classified(*categories, **more):  # type: ignore[no-untyped-def]
-        # pydantic-ai's test model answers with the first category. Its first answer in a
-        # task process imports pydantic-ai and reads the connection: 10 s, not the default
-        # 4, for a busy machine (the stack's heartbeat tolerance leaves room for it)
+        # pydantic-ai's test model answers with the first category; waited for as long
+        # as the window waits for any classifier by default
         model = ClassifierRetryPolicy(llm_conn_id=MODEL_CONN_ID, categories=dict(categories))
-        return _window(classify=model, classify_timeout=10, **more)
+        return _window(classify=model, **more)
 
     with test_dag("rw_chain_classifier"):
 
@@ -134,7 +146,7 @@ if ClassifierRetryPolicy is not None:
             retry_policy=_classified(AUTH, RATE_LIMIT),
         )
         def revoked(**context):  # type: ignore[no-untyped-def]
-            count(context)
+            _count_ready(context)
             raise ValueError("401: the API key was revoked")
 
         @task(
@@ -143,7 +155,7 @@ if ClassifierRetryPolicy is not None:
             retry_policy=_classified(RATE_LIMIT, AUTH, deadline=_soon),
         )
         def throttled(**context):  # type: ignore[no-untyped-def]
-            count(context)
+            _count_ready(context)
             raise ValueError("429: slow down")
 
         @task(
@@ -152,7 +164,7 @@ if ClassifierRetryPolicy is not None:
             retry_policy=_classified(RATE_LIMIT, AUTH, unknown=[TimeoutError]),
         )
         def unanswered(**context):  # type: ignore[no-untyped-def]
-            count(context)
+            _count_ready(context)
             raise TimeoutError("the warehouse did not answer the submission")
 
         revoked()
