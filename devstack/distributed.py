@@ -14,10 +14,12 @@ database and a Redis key prefix of their own. A run of the example DAG, then a f
    the sensor held during that wait is measured, and a sensor that did not defer
    fails the day. The load's backoff is 90 s here, not the example's 30 s
    (:data:`LOAD_RETRY_DELAY`), so that the sensor has time to defer;
-2. a shared outage on two Celery workers: twelve gated tasks of two DAGs share the
-   pool ``positions_api`` and a stand-in API that answers 503 for 70 s (20 s probe
-   rounds here); the held retries keep to the probe budget across both workers, and
-   every task succeeds after the API is back (:mod:`devstack.fleet_outage`).
+2. a shared outage on two Celery workers: two DAGs of twelve gated map indexes share the
+   breaker pool ``positions_api`` (8 slots, 20 s rounds here) and a stand-in API that
+   goes down for 70 s while their first tries run; the breaker holds the pool, first
+   tries too, whichever worker would have run them: at most the pool's size and one
+   probe a round reach the API while it is down, and every task succeeds after it is
+   back (:mod:`devstack.breaker_fleet`).
 
 A late day's refusals and impact branch are decided by the gate's task, whichever
 executor ran it: ``make test`` runs every day of the example (``tests/example``).
@@ -41,7 +43,7 @@ import psycopg2
 import redis
 
 from airflow_retrywindow.configuration import DEFAULT_SENSOR_SHORT_WAIT
-from devstack import fleet_outage
+from devstack import breaker_fleet
 from devstack.example import DAG_ID, ON_TIME, Day, problems, xcom
 from devstack.stack import ROOT, AirflowStack, log
 
@@ -62,6 +64,8 @@ RUN_LIMIT = 600
 #: the shared outage here: shorter than the end-to-end test's, in shorter rounds
 FLEET_OUTAGE = 70.0
 FLEET_ROUND = 20
+FLEET_SLOTS = 8
+FLEET_MAP_INDEXES = 12
 
 
 class Failure(Exception):
@@ -251,33 +255,38 @@ def check_deferral(stack: AirflowStack, run_id: str, clock: SensorClock) -> None
         raise Failure("; ".join(found))
 
 
-def check_fleet_outage(stack: AirflowStack, standin: fleet_outage.FleetStandIn) -> None:
-    """Twelve gated tasks on two workers through a shared outage: within the budget."""
+def check_fleet_outage(stack: AirflowStack, standin: breaker_fleet.DependencyStandIn) -> None:
+    """Two gated fleets on two workers through a shared outage: the breaker holds the pool."""
     stack.start("worker-2")
-    fleet_outage.create_pools(stack)
-    conf = {"deadline_in": 3600}
+    stack.wait_for(
+        lambda: breaker_fleet.breaker_line(stack) is not None, "the breaker", timeout=180
+    )
     runs = {
-        dag_id: stack.trigger(dag_id, conf=conf, logical_date="2026-11-01")
-        for dag_id in fleet_outage.GATED_DAGS
+        dag_id: stack.trigger(dag_id, conf={"deadline_in": 3600}, logical_date="2026-11-01")
+        for dag_id in breaker_fleet.GATED_DAGS
     }
+    stack.wait_for(
+        lambda: any(call.status == 200 for call in standin.calls), "the first calls", timeout=300
+    )
+    down = standin.down()
+    time.sleep(FLEET_OUTAGE)  # the outage itself: what the fleet is tried against
+    up = standin.up()
     for dag_id, run_id in runs.items():
         stack.wait_for_run(dag_id, run_id, timeout=600)
-    table = fleet_outage.report(stack, runs, standin)
-    log(table)
-    finals = fleet_outage.final_states(stack, runs, fleet_outage.GATED_DAGS)
-    if len(finals) != 12 or any(state != "success" for state, _ in finals):
-        raise Failure(f"the fleet did not all succeed after the outage: {finals}\n{table}")
-    # one probe a round: the rounds the outage spans, and one more for a round's edge
-    budget = int(FLEET_OUTAGE // FLEET_ROUND) + 2
-    down = standin.retries_while_down("gated")
-    if len(down) > budget:
-        raise Failure(f"{len(down)} retries reached the API while it was down (budget {budget})")
-    # both workers took tasks of the fleet: their decisions met in the same rounds
+    finals = breaker_fleet.final_states(stack, runs, breaker_fleet.GATED_DAGS)
+    if len(finals) != 2 * FLEET_MAP_INDEXES or any(state != "success" for state, _ in finals):
+        raise Failure(f"the fleet did not all succeed after the outage: {finals}")
+    # the pool's size, then one probe a round; one more for a round's edge
+    budget = FLEET_SLOTS + int(FLEET_OUTAGE // FLEET_ROUND) + 1
+    into = standin.between(down, up, "gated")
+    if len(into) > budget:
+        raise Failure(f"{len(into)} calls reached the API while it was down (budget {budget})")
+    # both workers took tasks of the fleet
     for worker in ("worker", "worker-2"):
         taken = (stack.logs / f"{worker}.log").read_text(errors="replace").count("received")
         if taken == 0:
             raise Failure(f"the Celery {worker} received no task")
-    log(f"{len(down)} retries reached the API while it was down, within the budget {budget}")
+    log(f"{len(into)} calls reached the API while it was down, within the budget {budget}")
 
 
 def main() -> int:
@@ -288,9 +297,13 @@ def main() -> int:
     # the example's DAG and the fleet's, in one folder
     dags = home / "dags"
     dags.mkdir(parents=True)
-    for dag_file in (ROOT / "dags" / "retry_window_example.py", fleet_outage.DAG_FILE):
+    for dag_file in (
+        ROOT / "dags" / "retry_window_example.py",
+        breaker_fleet.FLEET_FILE,
+        breaker_fleet.CONTROLLER_FILE,
+    ):
         shutil.copy(dag_file, dags)
-    standin = fleet_outage.FleetStandIn(FLEET_OUTAGE)
+    standin = breaker_fleet.DependencyStandIn()
     admin_sql(f'CREATE DATABASE "{database}"')
     log(f"created PostgreSQL database {database}; Redis key prefix {prefix!r}")
     stack = AirflowStack(
@@ -301,7 +314,8 @@ def main() -> int:
         extra_env={
             "RW_FLEET_STANDIN": standin.url,
             "RW_EXAMPLE_LOAD_RETRY_DELAY": str(LOAD_RETRY_DELAY),
-            "AIRFLOW__RETRY_WINDOW__DEPENDENCY_ROUND": str(FLEET_ROUND),
+            **breaker_fleet.breaker_env(FLEET_ROUND),
+            breaker_fleet.MAP_INDEXES_ENV: str(FLEET_MAP_INDEXES),
             "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
             "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql://{POSTGRES}/{database}",
             "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX": prefix,
@@ -310,6 +324,7 @@ def main() -> int:
     try:
         stack.prepare()
         stack.start("api-server", "scheduler", "dag-processor", "triggerer", "worker")
+        breaker_fleet.create_pools(stack, FLEET_SLOTS)
         stack.wait_for_dag(DAG_ID)
         run_id, clock = deferral_day(stack)
         check_deferral(stack, run_id, clock)

@@ -104,7 +104,8 @@ class PoolBreakerOperator(BaseOperator):
                 conn_id=self._conn_id(), due=due, renew_at=renew_at.isoformat()
             ),
             method_name=RENEW,
-            timeout=(renew_at - now) + round_ / 2 + LEASE_GRACE,
+            # a plain timedelta: Airflow's message to the task's supervisor takes no pendulum type
+            timeout=timedelta(seconds=(renew_at - now).total_seconds()) + round_ / 2 + LEASE_GRACE,
         )
 
     def _lost(self, error: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pendulum
@@ -40,6 +40,10 @@ class PoolBreakerTrigger(BaseTrigger):
     :param renew_at: when to yield for the lease's renewal at the latest (ISO 8601).
     """
 
+    #: the trigger's clock and wait: a test gives its own, which move together
+    clock: Callable[[], pendulum.DateTime] = staticmethod(lambda: pendulum.now("UTC"))
+    sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
+
     def __init__(self, *, conn_id: str, due: dict[str, str], renew_at: str) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.conn_id = conn_id
@@ -56,12 +60,12 @@ class PoolBreakerTrigger(BaseTrigger):
         from airflow_retrywindow import configuration
 
         pools = configuration.breaker_pools()
-        now = pendulum.now("UTC")
+        now = self.clock()
         due = {name: _instant(self.due[name]) if name in self.due else now for name in pools.pools}
         renew_at = _instant(self.renew_at)
         controller: Controller | None = None
         held = False
-        while (now := pendulum.now("UTC")) < renew_at:
+        while (now := self.clock()) < renew_at:
             ready = sorted(name for name, at in due.items() if at <= now)
             if ready:
                 controller = await asyncio.to_thread(self._round, controller, ready)
@@ -72,7 +76,7 @@ class PoolBreakerTrigger(BaseTrigger):
                     # held pools renew the lease before each round: it stays short
                     renew_at = min(renew_at, min(due.values()) - RENEW_AHEAD)
             wake = min([renew_at, *due.values()])
-            await asyncio.sleep(max((wake - pendulum.now("UTC")).total_seconds(), 0.0))
+            await self.sleep(max((wake - self.clock()).total_seconds(), 0.0))
         event = {"due": {name: at.isoformat() for name, at in due.items()}}
         yield TriggerEvent({**event, "holding": held})  # type: ignore[no-untyped-call]
 

@@ -45,8 +45,10 @@ def run(state: BreakerState, dependency: Dependency, rounds: int) -> list[Breake
         at = START.add(seconds=SETTINGS.round * number)
         reading = dependency.round(state.slots, SETTINGS.round, at)
         if probing:  # the probe's one call, the round after its slot opened
-            reading = replace(reading, successes=1, served=0.5) if dependency.capacity else (
-                replace(reading, failures=1)
+            reading = (
+                replace(reading, successes=1, served=0.5)
+                if dependency.capacity
+                else (replace(reading, failures=1))
             )
         found = step(state, reading, SETTINGS)
         probing = found.probe

@@ -67,7 +67,7 @@ for dag_id in ("rw_breaker_a", "rw_breaker_b"):
 with DAG("rw_breaker_plain", schedule=None, start_date=START, catchup=False, max_active_tasks=1000):
 
     @task(pool="positions_plain", **RETRIES)
-    def call(number: int, **context: Any) -> str:  # noqa: F811
+    def call(number: int, **context: Any) -> str:
         return _ask(number, context)
 
     call.expand(number=list(range(MAP_INDEXES)))

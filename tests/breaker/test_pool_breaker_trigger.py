@@ -1,0 +1,174 @@
+"""The controller's trigger and task, run on a controlled clock against a pool in memory."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pendulum
+import pytest
+
+from airflow_retrywindow.breaker.control import Controller
+from airflow_retrywindow.breaker.settings import BreakerPools, BreakerSettings
+from airflow_retrywindow.hooks.api_reader import PoolListing, PoolRow, PoolTry
+from airflow_retrywindow.records.breaker_state import OPEN, BreakerState
+from airflow_retrywindow.triggers import pool_breaker
+from airflow_retrywindow.triggers.pool_breaker import PoolBreakerTrigger
+
+START = pendulum.datetime(2026, 12, 7, 14, 0, tz="UTC")
+POOLS = BreakerPools({"positions_api": BreakerSettings(round=15, trip_calls=3)})
+
+
+class Pools:
+    """One pool in memory, read and set as the REST API reads and sets it."""
+
+    def __init__(self, row: PoolRow, ended: list[PoolTry]) -> None:
+        self.row = row
+        self.ended = ended
+        self.sizes: list[int] = []
+        self.clock_offset = None
+
+    def pools(self, names: Collection[str] | None = None) -> dict[str, PoolRow]:
+        return {self.row.name: self.row}
+
+    def pool_listing(self, pool: str, states: Collection[str], **kwargs: Any) -> PoolListing:
+        since: datetime = kwargs["ended_since"]
+        rows = [each for each in self.ended if each.end_date and each.end_date >= since]
+        return PoolListing(tuple(rows), len(rows))
+
+    def xcom_count(self, key: str, since: datetime) -> int:
+        return 0
+
+    def variables(self, prefix: str) -> dict[str, str]:
+        return {}
+
+    def set_pool(self, name: str, slots: int, description: str) -> PoolRow:
+        self.sizes.append(slots)
+        self.row = replace(self.row, slots=slots, description=description)
+        return self.row
+
+
+class Clock:
+    """A clock that moves only when the trigger waits."""
+
+    def __init__(self, at: pendulum.DateTime) -> None:
+        self.at = at
+        self.waits: list[float] = []
+
+    def now(self) -> pendulum.DateTime:
+        return self.at
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.at = self.at.add(seconds=seconds)
+
+
+def refused(count: int, at: pendulum.DateTime) -> list[PoolTry]:
+    return [
+        PoolTry("d", "r", "call", n, "up_for_retry", 1, 3, at.subtract(seconds=2), at)
+        for n in range(count)
+    ]
+
+
+@pytest.fixture
+def running(monkeypatch: pytest.MonkeyPatch) -> tuple[Pools, Clock]:
+    row = PoolRow("positions_api", 8, 0, 0, 8, False, "Positions API")
+    found = Pools(row, [])
+    clock = Clock(START)
+    monkeypatch.setattr("airflow_retrywindow.configuration.breaker_pools", lambda: POOLS)
+    monkeypatch.setattr(
+        pool_breaker,
+        "breaker_controller",
+        lambda conn_id: Controller(found, POOLS, sleep=lambda s: None),
+    )
+    return found, clock
+
+
+def events(trigger: PoolBreakerTrigger, clock: Clock) -> list[dict[str, Any]]:
+    trigger.clock = clock.now  # type: ignore[method-assign]
+    trigger.sleep = clock.sleep  # type: ignore[method-assign]
+
+    async def collect() -> list[dict[str, Any]]:
+        return [event.payload async for event in trigger.run()]
+
+    return asyncio.run(collect())
+
+
+def test_the_trigger_watches_a_closed_pool_each_round_until_its_lease_is_renewed(
+    running: tuple[Pools, Clock],
+) -> None:
+    found, clock = running
+    trigger = PoolBreakerTrigger(conn_id="api", due={}, renew_at=START.add(seconds=150).isoformat())
+    (event,) = events(trigger, clock)
+    # its first round wrote the breaker's line; nine more rounds changed nothing
+    assert found.sizes == [8]
+    assert BreakerState.in_description(found.row.description) is not None
+    assert event == {"due": {"positions_api": START.add(seconds=150).isoformat()}, "holding": False}
+    assert sum(clock.waits) == pytest.approx(150)
+
+
+def test_a_pool_that_starts_holding_renews_the_lease_before_its_next_round(
+    running: tuple[Pools, Clock],
+) -> None:
+    found, clock = running
+    found.ended = refused(5, START.add(seconds=10))
+    trigger = PoolBreakerTrigger(conn_id="api", due={}, renew_at=START.add(hours=1).isoformat())
+    (event,) = events(trigger, clock)
+    state = BreakerState.in_description(found.row.description)
+    assert state is not None and state.phase == OPEN and found.row.slots == 0
+    # watched at 0 s, tripped at 15 s, then a yield 5 s before the next round: a short lease
+    assert event["holding"] is True
+    assert clock.at == START.add(seconds=25)
+    assert event["due"] == {"positions_api": START.add(seconds=30).isoformat()}
+
+
+def test_a_round_that_fails_is_made_again_with_a_new_controller(
+    running: tuple[Pools, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found, clock = running
+    built: list[str] = []
+
+    def controller(conn_id: str) -> Controller:
+        built.append(conn_id)
+        if len(built) == 1:
+            raise RuntimeError("the connection's password changed")
+        return Controller(found, POOLS, sleep=lambda s: None)
+
+    monkeypatch.setattr(pool_breaker, "breaker_controller", controller)
+    first = PoolBreakerTrigger(conn_id="api", due={}, renew_at=START.add(hours=1).isoformat())
+    (event,) = events(first, clock)
+    # nobody could look at the pools: the lease is renewed short, before the next round
+    assert event["holding"] is True and found.sizes == []
+    assert clock.at == START.add(seconds=10)
+    second = PoolBreakerTrigger(
+        conn_id="api", due=event["due"], renew_at=START.add(seconds=40).isoformat()
+    )
+    (event,) = events(second, clock)
+    assert built == ["api", "api"]
+    assert found.sizes == [8]  # the second trigger's round watched the pool
+    assert event["holding"] is False
+
+
+def test_the_controllers_task_defers_with_a_plain_timedelta_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_retrywindow.operators.pool_breaker import LEASE_GRACE, PoolBreakerOperator
+
+    monkeypatch.setattr("airflow_retrywindow.configuration.breaker_pools", lambda: POOLS)
+    task = PoolBreakerOperator(task_id="control", airflow_conn_id="api")
+    with pytest.raises(TaskDeferred) as deferred:
+        task.renew({}, {"due": {"positions_api": START.isoformat()}, "holding": True})
+    # a plain timedelta: the task's supervisor encodes no pendulum type
+    assert type(deferred.value.timeout) is timedelta
+    classpath, kwargs = deferred.value.trigger.serialize()
+    assert classpath.endswith("PoolBreakerTrigger")
+    renew_at = pendulum.parse(kwargs["renew_at"])
+    # held: the lease is renewed a round after the next round is due
+    assert renew_at == START.add(seconds=15)
+    assert deferred.value.timeout > timedelta(0) or renew_at < pendulum.now("UTC")
+    assert timedelta(seconds=30) >= LEASE_GRACE
