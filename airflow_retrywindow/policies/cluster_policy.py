@@ -4,8 +4,8 @@ It refuses, when a DAG is parsed, any task whose ``RetryWindowPolicy`` cannot
 express the task's retry settings, whose tries start in the triggerer
 (``start_from_trigger=True``), or whose other retry policies could bypass the
 window or hide it (:mod:`~airflow_retrywindow.policies.composition`), and puts two
-``pre_execute`` hooks in front of every task that has one, its own or one of a
-``ChainRetryPolicy``: the retry-start check
+``pre_execute`` hooks in front of every task that has one, its own, one of a
+``ChainRetryPolicy`` or one held out of sight: the retry-start check
 (:mod:`airflow_retrywindow.policies.retry_start`), then the hook that makes the
 task defer to :class:`~airflow_retrywindow.triggers.gated.GatedTrigger`
 (:mod:`airflow_retrywindow.triggers.deferral`), so a trigger's failure report is
@@ -66,10 +66,9 @@ def task_policy(task: Any) -> None:
     """
     from airflow_retrywindow import configuration
     from airflow_retrywindow.policies.check import gated, task_problem
-    from airflow_retrywindow.policies.composition import holds_window
 
-    is_gated = gated(task)
-    if not is_gated and not hasattr(task, "retry_window_problems") and not holds_window(task):
+    is_gated = gated(task)  # a window held out of sight too: warn hooks it
+    if not is_gated and not hasattr(task, "retry_window_problems"):
         return  # most tasks: nothing of ours, and no configuration read
     try:
         mode = configuration.policy_checks()

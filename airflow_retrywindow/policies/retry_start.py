@@ -42,7 +42,6 @@ from airflow_retrywindow.dependency.check import (
     passed,
 )
 from airflow_retrywindow.policies import lost_try
-from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.try_start import (
     DEFER,
@@ -52,6 +51,7 @@ from airflow_retrywindow.policies.try_start import (
     mark_start,
 )
 from airflow_retrywindow.records import evidence
+from airflow_retrywindow.records.composition import window_of
 from airflow_retrywindow.records.start_check import StartCheck
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.time_limit import TimeLimit
