@@ -11,7 +11,8 @@ task defer to :class:`~airflow_retrywindow.triggers.gated.GatedTrigger`
 (:mod:`airflow_retrywindow.triggers.deferral`), so a trigger's failure report is
 decided by the policy too. Airflow applies cluster policies on the DAG processor
 and again when the worker parses the DAG to run a task, so both are there in
-every try. Tasks without that policy are untouched.
+every try, after every other distribution's policy (``trylast``), so it checks the
+``retry_policy`` those leave. Tasks without that policy are untouched.
 
 ``[retry_window] policy_checks`` (:mod:`airflow_retrywindow.configuration`) says
 what it does: ``enforce`` (the default) all of the above; ``warn`` logs the
@@ -56,7 +57,7 @@ def report_bad_settings() -> None:
         log.exception("retry window: the [retry_window] settings could not be checked")
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def task_policy(task: Any) -> None:
     """Refuse settings the gate cannot express; install the gate's hooks on gated tasks.
 

@@ -13,7 +13,11 @@ own DAG parsing; the same on a real scheduler is in ``test_chain_on_scheduler.py
 from __future__ import annotations
 
 import inspect
+import json
 import logging
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from importlib.util import find_spec
 from pathlib import Path
@@ -338,6 +342,88 @@ def test_a_policy_of_ones_own_that_holds_no_window_is_not_the_providers() -> Non
     assert window_of(task) is None and check_dag(task.dag) == []
     task_policy(task)
     assert task._pre_execute_hook is None
+
+
+#: another distribution that registers a cluster policy wrapping every task's retry policy
+WRAPPING_DISTRIBUTION = {
+    "wrap_retry_policies.py": '''"""Wraps each task's retry policy in one that logs first."""
+
+from airflow.policies import hookimpl
+
+
+class Audited:
+    def __init__(self, inner):
+        self.inner = inner
+
+    def evaluate(self, **asked):
+        print("asked", asked)
+        return self.inner.evaluate(**asked)
+
+
+@hookimpl
+def task_policy(task):
+    if task.retry_policy is not None:
+        task.retry_policy = Audited(task.retry_policy)
+''',
+    "wrap_retry_policies-1.0.dist-info/METADATA": (
+        "Metadata-Version: 2.1\nName: wrap-retry-policies\nVersion: 1.0\n"
+    ),
+    "wrap_retry_policies-1.0.dist-info/entry_points.txt": (
+        "[airflow.policy]\nwrap = wrap_retry_policies\n"
+    ),
+    "rw_wrapped_later.py": '''"""An Airflow DAG whose window another distribution's policy wraps."""
+
+from datetime import timedelta
+
+import pendulum
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
+
+from airflow_retrywindow import Deadline, RetryWindowPolicy
+
+window = RetryWindowPolicy(
+    deadline=Deadline.after_data_interval_end(hours=6),
+    duration=timedelta(minutes=5),
+    validation=timedelta(0),
+    safe_repeat=True,
+)
+with DAG("rw_wrapped_later", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+    EmptyOperator(task_id="load", retries=2, retry_policy=window)
+''',
+}
+PARSE_WITH_PLUGINS = """
+import json, sys
+from airflow import settings
+from airflow.dag_processing.dagbag import DagBag
+registered = [name for name, _ in settings.get_policy_plugin_manager().list_name_plugin()]
+bag = DagBag(dag_folder=sys.argv[1])
+found = {"registered": registered, "errors": list(bag.import_errors.values()),
+         "dags": sorted(bag.dag_ids)}
+print("PARSED", json.dumps(found))
+"""
+
+
+def test_a_policy_another_distribution_wraps_after_ours_is_still_checked(
+    tmp_path: Path,
+) -> None:
+    for name, text in WRAPPING_DISTRIBUTION.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    # found first on the path, the other distribution's policy is registered first, and
+    # pluggy calls the last registered first: ours, unless it asks to be called last
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", PARSE_WITH_PLUGINS, str(tmp_path / "rw_wrapped_later.py")],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("PARSED ")]
+    found = json.loads(line.removeprefix("PARSED "))
+    registered = found["registered"]
+    assert registered.index("wrap") < registered.index("retry_window"), registered
+    (error,) = found["errors"]
+    assert "retry_policy (Audited) holds a RetryWindowPolicy at retry_policy.inner" in error
+    assert found["dags"] == []
 
 
 # -- Airflow 3.4's list, with the SDK's own ChainRetryPolicy -----------------------------
