@@ -4,9 +4,9 @@ The window is found wherever a chain puts it by
 :mod:`~airflow_retrywindow.records.composition`; :func:`composition_problem` says why
 a composition cannot be gated as written:
 
-* a window held by anything but the exact ``ChainRetryPolicy``, at any depth of the
-  search (a classifier's fallback, a bound method, a closure, a chain subclass): Airflow
-  asks it, but no chain shows the order it is asked in;
+* a window held by anything but the exact ``ChainRetryPolicy``, within the search's
+  bound (a classifier's fallback, a bound method, a closure, a chain subclass): Airflow
+  may ask it, but no chain shows whether or in which order;
 * a policy asked **before** the window that can answer RETRY lets that retry run
   with no deadline check; only a policy that can answer nothing but FAIL or DEFAULT
   (an ``ExceptionRetryPolicy`` whose rules and default never RETRY) may come first.
@@ -197,9 +197,9 @@ def _out_of_sight(step: Step, found: str) -> str:
     return (
         f"{step.where} ({step.name}) holds a RetryWindowPolicy at {found}, where the "
         "provider cannot see it: only ChainRetryPolicy itself (and on Airflow 3.4 a task's "
-        "list) is known to ask its policies in order, so no retry-start check would decide "
-        "a retry Airflow starts on its own (a killed worker), and no setting of it would "
-        f"be checked. {why}Put the window in retry_policy itself or in a chain, after what "
+        f"list) is known to ask its policies in order, so nothing tells whether {step.name} "
+        "asks the window at all, or answers RETRY before it, a retry with no deadline "
+        f"check. {why}Put the window in retry_policy itself or in a chain, after what "
         "can only FAIL: retry_policy=ChainRetryPolicy([ExceptionRetryPolicy(...FAIL "
         f"rules...), RetryWindowPolicy(...)]){feed}"
     )

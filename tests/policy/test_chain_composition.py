@@ -240,8 +240,8 @@ def test_a_window_held_out_of_sight_is_refused_with_the_way_out() -> None:
         "rw_paths: task 'load': retry_policy.policies[1] (Holding) holds a RetryWindowPolicy at "
         "retry_policy.policies[1].fallback, where the provider cannot see it: only "
         "ChainRetryPolicy itself (and on Airflow 3.4 a task's list) is known to ask its "
-        "policies in order, so no retry-start check would decide a retry Airflow starts on its "
-        "own (a killed worker), and no setting of it would be checked. Put the window in "
+        "policies in order, so nothing tells whether Holding asks the window at all, or answers "
+        "RETRY before it, a retry with no deadline check. Put the window in "
         f"retry_policy itself or in a chain, after what can only FAIL: {IN_THE_CHAIN}, and let "
         "Holding classify for it: RetryWindowPolicy(..., classify=Holding(...))"
     )
