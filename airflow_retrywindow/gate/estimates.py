@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_retrywindow.exceptions import RetryWindowGateError
-from airflow_retrywindow.policies.composition import window_of
+from airflow_retrywindow.records.composition import window_of
 from airflow_retrywindow.records.estimate_source import (
     AGREED,
     GATE,

@@ -27,7 +27,7 @@ from typing import Any
 
 from airflow_retrywindow import airflow_internals
 from airflow_retrywindow.exceptions import RetryWindowGateError
-from airflow_retrywindow.policies.composition import window_of
+from airflow_retrywindow.records.composition import window_of
 from airflow_retrywindow.timing.retry_settings import RetrySettings, airflow_delay_cap
 from airflow_retrywindow.timing.work import Work
 

@@ -39,6 +39,7 @@ from airflow_retrywindow.notifications.notice import (
 )
 from airflow_retrywindow.notifications.outage import Outage, outage_of
 from airflow_retrywindow.records.breaker_state import LATE_START, BreakerState
+from airflow_retrywindow.records.composition import window_of
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.records.override import OverrideEntry
 from airflow_retrywindow.redaction import describe_exception
@@ -138,7 +139,7 @@ def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | 
         return _late_start(context, ti, task, str(error))
     latest = _latest_evidence(context, ti)
     if not isinstance(latest, Mapping):
-        kept = "" if _has_policy(task) else " (the task has no RetryWindowPolicy)"
+        kept = "" if window_of(task) is not None else " (the task has no RetryWindowPolicy)"
         return Missing(
             why=f"no retry window decision is stored for try {ti.try_number}{kept}",
             consequence=_consequence(ti, task),
@@ -212,7 +213,7 @@ def _deadline_and_work(
     context: Mapping[str, Any], task: Any
 ) -> tuple[pendulum.DateTime | None, int | None]:
     """The task's deadline and one attempt with its validation, when its policy tells them."""
-    policy = _policy_of(task)
+    policy = window_of(task)
     if policy is None:
         return None, None
     try:
@@ -244,28 +245,6 @@ def _pull(ti: Any, key: str) -> object:
     return ti.xcom_pull(task_ids=ti.task_id, key=key, map_indexes=map_index)
 
 
-def _has_policy(task: Any) -> bool:
-    """A task under ``RetryWindowPolicy``: its policy runs the retry-start check."""
-    return _policy_of(task) is not None
-
-
-def _policy_of(task: Any) -> Any:
-    """The task's ``RetryWindowPolicy``, its own or one of a chain, or ``None``.
-
-    Told by what the policy does, as a gate is by :func:`_is_gate`, so that the
-    notifier reads decisions without importing the policy that takes them.
-    """
-    policy = getattr(task, "retry_policy", None)
-    if policy is None:
-        return None
-    from airflow_retrywindow.policies.composition import steps_of
-
-    for step in steps_of(policy):
-        if callable(getattr(step.policy, "decide_start", None)):
-            return step.policy
-    return None
-
-
 def _consequence(ti: Any, task: Any) -> str:
     """What a missing decision means, from the state the try ended in."""
     if _is_gate(task):
@@ -273,7 +252,7 @@ def _consequence(ti: Any, task: Any) -> str:
     state = getattr(ti.state, "value", ti.state)
     if state == "failed":
         return "the task has failed and no further try is scheduled; treat a retry as refused"
-    if state == "up_for_retry" and _has_policy(task):
+    if state == "up_for_retry" and window_of(task) is not None:
         return (
             "Airflow scheduled a retry without a recorded decision; the provider's retry-start "
             "check refuses that try before the task's code runs"

@@ -22,14 +22,15 @@ import logging
 from typing import Any
 
 from airflow_retrywindow.exceptions import UnsupportedRetrySettings
-from airflow_retrywindow.policies.composition import composition_problem, window_of
+from airflow_retrywindow.policies.composition import composition_problem
+from airflow_retrywindow.records.composition import window_of
 
 log = logging.getLogger(__name__)
 
 
 def gated(task: Any) -> bool:
-    """``True`` when the task's retries go through a ``RetryWindowPolicy`` (or a subclass),
-    its own or one of a ``ChainRetryPolicy`` or a list (:mod:`.composition`)."""
+    """``True`` when a ``RetryWindowPolicy`` (or a subclass) may decide the task's retries,
+    wherever it is held (:mod:`~airflow_retrywindow.records.composition`)."""
     return window_of(task) is not None
 
 

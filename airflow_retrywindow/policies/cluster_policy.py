@@ -4,14 +4,15 @@ It refuses, when a DAG is parsed, any task whose ``RetryWindowPolicy`` cannot
 express the task's retry settings, whose tries start in the triggerer
 (``start_from_trigger=True``), or whose other retry policies could bypass the
 window or hide it (:mod:`~airflow_retrywindow.policies.composition`), and puts two
-``pre_execute`` hooks in front of every task that has one, its own or one of a
-``ChainRetryPolicy``: the retry-start check
+``pre_execute`` hooks in front of every task that has one, its own, one of a
+``ChainRetryPolicy`` or one held out of sight: the retry-start check
 (:mod:`airflow_retrywindow.policies.retry_start`), then the hook that makes the
 task defer to :class:`~airflow_retrywindow.triggers.gated.GatedTrigger`
 (:mod:`airflow_retrywindow.triggers.deferral`), so a trigger's failure report is
 decided by the policy too. Airflow applies cluster policies on the DAG processor
 and again when the worker parses the DAG to run a task, so both are there in
-every try. Tasks without that policy are untouched.
+every try, after every other distribution's policy (``trylast``), so it checks the
+``retry_policy`` those leave. Tasks without that policy are untouched.
 
 ``[retry_window] policy_checks`` (:mod:`airflow_retrywindow.configuration`) says
 what it does: ``enforce`` (the default) all of the above; ``warn`` logs the
@@ -56,7 +57,7 @@ def report_bad_settings() -> None:
         log.exception("retry window: the [retry_window] settings could not be checked")
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def task_policy(task: Any) -> None:
     """Refuse settings the gate cannot express; install the gate's hooks on gated tasks.
 
@@ -66,10 +67,9 @@ def task_policy(task: Any) -> None:
     """
     from airflow_retrywindow import configuration
     from airflow_retrywindow.policies.check import gated, task_problem
-    from airflow_retrywindow.policies.composition import holds_window
 
-    is_gated = gated(task)
-    if not is_gated and not hasattr(task, "retry_window_problems") and not holds_window(task):
+    is_gated = gated(task)  # a window held out of sight too: warn hooks it
+    if not is_gated and not hasattr(task, "retry_window_problems"):
         return  # most tasks: nothing of ours, and no configuration read
     try:
         mode = configuration.policy_checks()

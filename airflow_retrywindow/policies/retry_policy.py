@@ -49,7 +49,7 @@ from airflow_retrywindow.policies.classify import (
     ready,
     reason_part,
 )
-from airflow_retrywindow.policies.composition import placement_of
+from airflow_retrywindow.policies.composition import earlier_answers
 from airflow_retrywindow.policies.failures import Classifier, ExceptionSpec
 from airflow_retrywindow.policies.job_status import JobRead
 from airflow_retrywindow.policies.lost_try import LostTry
@@ -68,6 +68,7 @@ from airflow_retrywindow.records.composition import (
     WINDOW,
     ChainPlace,
     Classification,
+    placement_of,
 )
 from airflow_retrywindow.records.evidence import RETRYABLE, UNKNOWN
 from airflow_retrywindow.records.work_scope import WorkScope
@@ -319,7 +320,7 @@ class RetryWindowPolicy(RetryPolicy):
         found = placement_of(task)
         if found is None or found.window is not self or not found.chained:
             return None
-        return found.place(found.earlier_answers(exception, try_number, max_tries, context))
+        return found.place(earlier_answers(found, exception, try_number, max_tries, context))
 
     def _classified(
         self, exception: BaseException, try_number: int, max_tries: int, context: Any

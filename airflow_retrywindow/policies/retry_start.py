@@ -39,7 +39,6 @@ import pendulum
 from airflow_retrywindow import airflow_internals, configuration, metrics
 from airflow_retrywindow.labels import UTC_SHOWN
 from airflow_retrywindow.policies import lost_try
-from airflow_retrywindow.policies.composition import window_of
 from airflow_retrywindow.policies.reconcile import resumable
 from airflow_retrywindow.policies.server_clock import server_clock
 from airflow_retrywindow.policies.try_start import (
@@ -50,6 +49,7 @@ from airflow_retrywindow.policies.try_start import (
 )
 from airflow_retrywindow.records import evidence
 from airflow_retrywindow.records.breaker_state import LATE_START
+from airflow_retrywindow.records.composition import window_of
 from airflow_retrywindow.records.start_check import StartCheck
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.time_limit import TimeLimit

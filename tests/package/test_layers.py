@@ -48,13 +48,13 @@ def layer_of(module: str, layers: list[list[str]]) -> int | None:
     return None if best is None else best[1]
 
 
-def upward_arrows(layers: list[list[str]]) -> list[str]:
-    graph = package_graph()
-    placed = {module: layer_of(module, layers) for module in graph}
+def upward_arrows(layers: list[list[str]], graph: dict[str, set[str]] | None = None) -> list[str]:
+    """Each import of ``graph`` (the package's, by default) that runs up ``layers``."""
+    graph = package_graph() if graph is None else graph
     arrows = []
     for module, targets in sorted(graph.items()):
         for target in sorted(targets - {ROOT_IMPORT}):
-            here, there = placed[module], placed[target]
+            here, there = layer_of(module, layers), layer_of(target, layers)
             if here is not None and there is not None and there < here:
                 arrows.append(f"{module} -> {target}")
     return arrows
@@ -77,6 +77,18 @@ def test_the_check_finds_an_upward_import() -> None:
     layers = [["triggers/"], ["policies/"], ["__init__.py"]]
     found = upward_arrows(layers)
     assert f"{ROOT}.policies.cluster_policy -> {ROOT}.triggers.deferral" in found
+
+
+def test_the_gate_and_the_notifier_importing_the_policys_modules_run_up() -> None:
+    # they find a task's window in records/composition.py: any module of policies/,
+    # those listed on their own included, is above them
+    policies = [name for name in module_names() if name.startswith(f"{ROOT}.policies.")]
+    readers = [f"{ROOT}.gate.targets", f"{ROOT}.gate.estimates", f"{ROOT}.notifications.lookup"]
+    planted = {reader: set(policies) for reader in readers}
+    found = upward_arrows(stated_layers(DOC.read_text()), planted)
+    assert len(policies) > 1
+    expected = [f"{reader} -> {name}" for reader in sorted(readers) for name in sorted(policies)]
+    assert found == expected
 
 
 def test_a_module_listed_on_its_own_sits_apart_from_its_room() -> None:
