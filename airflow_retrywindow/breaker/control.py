@@ -75,7 +75,7 @@ class BreakerClient(Protocol):
 
     def variables(self, prefix: str) -> dict[str, str]: ...
 
-    def set_pool(self, name: str, slots: int, description: str) -> Any: ...
+    def set_pool(self, pool: Any, slots: int, description: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class Controller:
             state = BreakerState.in_description(row.description)
             if state is not None and state.holds:
                 closed = replace(state.moved(CLOSED, state.size, now, reason), owed=0)
-                self.api.set_pool(row.name, state.size, closed.described(row.description))
+                self.api.set_pool(row, state.size, closed.described(row.description))
                 turns.append(Turn(row.name, closed, state.size, reason))
         return turns
 
@@ -146,7 +146,7 @@ class Controller:
         state = BreakerState.in_description(row.description) or self.states.get(name)
         if state is None or state.pool != name:
             state = BreakerState.closed(name, row.slots, now, "watching the pool")
-            self.api.set_pool(name, row.slots, state.described(row.description))
+            self.api.set_pool(row, row.slots, state.described(row.description))
             self.states[name] = state
             return Turn(name, state, None, state.reason)
         counted = self._reading(row, state, settings, now, forced)
@@ -184,9 +184,9 @@ class Controller:
         state = found.state
         if found.probe:
             opened = row.occupied + 1
-            self.api.set_pool(row.name, opened, state.described(row.description))
+            self.api.set_pool(row, opened, state.described(row.description))
             self.sleep(PROBE_WAIT)
-            answer = self.api.set_pool(row.name, 0, state.described(row.description))
+            answer = self.api.set_pool(row, 0, state.described(row.description))
             state = probed(state, started=answer.occupied > row.occupied)
             metrics.breaker_probe(row.name)
             log.info("Retry window breaker %s: probe opened, %s", row.name, state.last_probe)
@@ -196,7 +196,7 @@ class Controller:
         if found.slots is None and not (state.holds or moved):
             return state
         slots = row.slots if found.slots is None else found.slots
-        self.api.set_pool(row.name, slots, state.described(row.description))
+        self.api.set_pool(row, slots, state.described(row.description))
         if found.slots is not None or moved:
             log.info("Retry window breaker %s: %s (%s)", row.name, state.words(), state.reason)
         return state
@@ -222,7 +222,7 @@ class Controller:
         renamed = state.pool != row.name
         why = f"was pool {state.pool!r}" if renamed else "is no longer in breaker_pools"
         size = state.size if state.holds else row.slots
-        self.api.set_pool(row.name, size, "\n".join(owners_lines(row.description)))
+        self.api.set_pool(row, size, "\n".join(owners_lines(row.description)))
         self.states.pop(row.name, None)
         reason = f"pool {row.name!r} {why}: given back its size, {size} slots"
         log.warning("Retry window breaker: %s", reason)

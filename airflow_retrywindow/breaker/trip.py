@@ -107,7 +107,7 @@ def _trip(context: Mapping[str, Any], pool: str, settings: Any) -> BreakerState 
             "and a healthy triggerer): the pool is not held", pool, refused, CONTROLLER_DAG,
         )  # fmt: skip
         return None
-    api.set_pool(pool, 0, opened.described(row.description))
+    api.set_pool(row, 0, opened.described(row.description))
     return opened
 
 

@@ -561,15 +561,25 @@ class AirflowApi:
                 return None
             raise
 
-    def set_pool(self, name: str, slots: int, description: str) -> PoolRow:
-        """Give the pool ``name`` ``slots`` and ``description`` (one request: ``PATCH
-        /api/v2/pools/{name}``, which needs the permission to edit pools)."""
+    def set_pool(self, pool: PoolRow, slots: int, description: str) -> PoolRow:
+        """Give ``pool`` ``slots`` and ``description`` (one request: ``PATCH
+        /api/v2/pools/{name}``, which needs the permission to edit pools).
+
+        Airflow checks the body as a whole pool (name and whether deferred tasks count
+        included) whatever the update mask says: they are sent as read, and not changed.
+        """
+        body = {
+            "name": pool.name,
+            "slots": slots,
+            "description": description,
+            "include_deferred": pool.include_deferred,
+        }
         return self._read(
-            f"the size of pool {name!r}",
-            f"/api/v2/pools/{quote(name, safe='')}",
+            f"the size of pool {pool.name!r}",
+            f"/api/v2/pools/{quote(pool.name, safe='')}",
             _pool,
             query={"update_mask": ["slots", "description"]},
-            body={"name": name, "slots": slots, "description": description},
+            body=body,
             method="PATCH",
         )
 

@@ -45,7 +45,7 @@ class Pools:
     def variables(self, prefix: str) -> dict[str, str]:
         return {}
 
-    def set_pool(self, name: str, slots: int, description: str) -> PoolRow:
+    def set_pool(self, pool: PoolRow, slots: int, description: str) -> PoolRow:
         self.sizes.append(slots)
         self.row = replace(self.row, slots=slots, description=description)
         return self.row
