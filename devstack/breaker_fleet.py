@@ -160,10 +160,16 @@ def breaker_line(stack: AirflowStack, pool: str = BREAKER_POOL) -> dict[str, Any
 def final_states(
     stack: AirflowStack, runs: dict[str, str], dag_ids: tuple[str, ...]
 ) -> list[tuple[str | None, int]]:
-    """(state, try number) of every task instance of ``dag_ids``' runs."""
-    return [
-        state for dag_id in dag_ids for state in stack.task_states(dag_id, runs[dag_id]).values()
-    ]
+    """(state, try number) of every task instance of ``dag_ids``' runs, each map index apart."""
+    found = []
+    for dag_id in dag_ids:
+        rows = stack.rows(
+            "select state, try_number from task_instance where dag_id = :d and run_id = :r",
+            d=dag_id,
+            r=runs[dag_id],
+        )
+        found += [(state, int(tries)) for state, tries in rows]
+    return found
 
 
 #: the entry the execution API writes each time a worker starts a try (resumptions too)
