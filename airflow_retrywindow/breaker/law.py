@@ -56,6 +56,11 @@ PROBE_SPACING = timedelta(minutes=3)
 RECOVERY_START = 2
 #: who forced a state, as the state keeps it
 ON_CALL = "on-call"
+#: a retry that failed while its breaker is open (it probed, or ran when it opened) waits
+#: at least this many probe spacings: the next probes go to other task instances, whose
+#: order in the scheduler's queue would give every probe to the same one, spending its
+#: every attempt
+PROBE_ROTATION = 4
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,14 @@ def tripped(
     reason = f"{refused} calls refused since the pool's last success; tripped by {by}"
     opened = state.moved(OPEN, 0, at, reason)
     return replace(opened, by=by, probes=0, next_probe=at + timedelta(seconds=settings.round))
+
+
+def open_wait(state: BreakerState, at: pendulum.DateTime, settings: BreakerSettings) -> int | None:
+    """The shortest wait of a retry that failed at ``at`` while ``state`` is open, in whole
+    seconds; ``None`` when it is not open."""
+    if state.phase != OPEN:
+        return None
+    return int(PROBE_ROTATION * _spacing(at - state.since, settings).total_seconds())
 
 
 def probed(state: BreakerState, started: bool) -> BreakerState:

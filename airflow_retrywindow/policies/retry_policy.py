@@ -37,7 +37,7 @@ from typing import Any
 import pendulum
 
 from airflow_retrywindow import configuration, metrics, version_compat
-from airflow_retrywindow.breaker.trip import failed_try
+from airflow_retrywindow.breaker import trip
 from airflow_retrywindow.exceptions import UnsupportedAirflowVersion
 from airflow_retrywindow.model import Decision, Fixture, TaskDecision, TaskState, decide
 from airflow_retrywindow.model.bounds import MAX_OBSERVATION_AGE
@@ -304,10 +304,12 @@ class RetryWindowPolicy(RetryPolicy):
                 classified=classified if classified.policy is not None else None,
                 chain=place,
             )
-            decision = self._decide(failed, settings, context).airflow
+            # an open breaker gives the retry a floor under its wait (the model checks it)
+            breaker = trip.read(context, failed.recorded_failure)
+            decision = self._decide(failed, settings, context, breaker=breaker).airflow
             # before the try's slot is freed: a counted failure may open its pool's breaker
             ends = decision.action.value == "fail"  # Airflow's RetryAction.FAIL: no retry follows
-            failed_try(context, failed.recorded_failure, ends=ends)
+            trip.failed_try(context, failed.recorded_failure, ends=ends, found=breaker)
             return decision
         except BaseException as error:
             # Airflow falls back to its own retries when a policy raises: never let it
@@ -474,6 +476,7 @@ class RetryWindowPolicy(RetryPolicy):
         *,
         check: str = "retry-policy",
         limit: TimeLimit | None = None,
+        breaker: trip.BreakerRead | None = None,
     ) -> Decided:
         tolerance = timedelta(seconds=configuration.clock_skew_tolerance())
         read = ReadTally()
@@ -487,7 +490,9 @@ class RetryWindowPolicy(RetryPolicy):
         clock = server_clock(tolerance, tally=read, bound=bound).check(tolerance)
         due = self.deadline.resolve(context)
         settings, jitter = self._spread(settings, failed, context)
-        floor = failed.classified.floor if failed.classified else None
+        floors = [failed.classified.floor if failed.classified else None]
+        waits_for_breaker = breaker.wait() if breaker is not None else None
+        floor = max((each for each in (*floors, waits_for_breaker) if each), default=None)
         if floor is not None and failed.failure == RETRYABLE:
             settings = settings.with_shortest_wait(failed.attempts, floor)
         chosen = decide_at_both_ends(
@@ -551,6 +556,7 @@ class RetryWindowPolicy(RetryPolicy):
                 lost_try=failed.lost.as_dict() if failed.lost else None,
                 classified=failed.classified.as_dict() if failed.classified else None,
                 chain=failed.chain.as_dict() if failed.chain else None,
+                extra=_breaker_evidence(breaker, waits_for_breaker),
             ),
         )
         metrics.policy_decided(
@@ -745,3 +751,10 @@ def _task_of(context: Mapping[str, Any] | None) -> Any:
     if context is None:
         raise ValueError("Airflow passed no task context, so the run's deadline is unknown")
     return context["task"]
+
+
+def _breaker_evidence(breaker: trip.BreakerRead | None, wait: int | None) -> dict[str, Any] | None:
+    """The open breaker that gave the retry a floor under its wait, for the evidence."""
+    if breaker is None or breaker.state is None or wait is None:
+        return None
+    return {"breaker": {"pool": breaker.row.name, "state": breaker.state.words(), "wait": wait}}

@@ -152,7 +152,7 @@ def test_every_gated_task_succeeds_with_nobody_clearing_anything(
 ) -> None:
     finals = final_states(stack, outage.runs, GATED_DAGS)
     assert len(finals) == len(GATED_DAGS) * MAP_INDEXES
-    assert all(state == "success" for state, _ in finals), finals
+    assert [each for each in finals if each[0] != "success"] == []
     assert all(try_number <= 4 for _, try_number in finals), finals
 
 

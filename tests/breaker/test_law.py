@@ -11,8 +11,10 @@ import pytest
 from airflow_retrywindow.breaker.law import (
     EARLY_PROBING,
     ON_CALL,
+    PROBE_ROTATION,
     PROBE_SPACING,
     Reading,
+    open_wait,
     probed,
     step,
     tripped,
@@ -223,3 +225,12 @@ def test_the_state_reads_back_from_the_pools_description_and_keeps_the_owners_wo
     assert state.described(described).count("retry window breaker:") == 1
     assert BreakerState.in_description("retry window breaker: nonsense -- {not json") is None
     assert BreakerState.in_description(None) is None
+
+
+def test_a_retry_that_failed_while_the_breaker_is_open_waits_for_the_probes_to_rotate() -> None:
+    opened = replace(watching(), phase=OPEN, slots=0, since=START)
+    # early in the outage: four rounds; later: four of the three-minute spacings
+    assert open_wait(opened, START.add(seconds=20), SETTINGS) == PROBE_ROTATION * SETTINGS.round
+    later = START.add(minutes=10)
+    assert open_wait(opened, later, SETTINGS) == PROBE_ROTATION * PROBE_SPACING.total_seconds()
+    assert open_wait(replace(opened, phase=LIMITED), later, SETTINGS) is None
