@@ -202,3 +202,31 @@ def last_end(stack: AirflowStack, runs: dict[str, str], dag_ids: tuple[str, ...]
         if row[0] is not None:
             latest = max(latest, row[0].timestamp())
     return latest
+
+
+def report(
+    stack: AirflowStack, standin: DependencyStandIn, runs: dict[str, str], down: float, up: float
+) -> str:
+    """The gated fleet and the plain one through an outage from ``down`` to ``up``, as a table."""
+
+    def line(name: str, dag_ids: tuple[str, ...], endpoint: str) -> str:
+        states = [state for state, _ in final_states(stack, runs, dag_ids)]
+        starts = [n for d in dag_ids for n in worker_starts(stack, d, runs[d]).values()]
+        into = standin.between(down, up, endpoint)
+        first = sum(call.try_number == 1 for call in into)
+        mean = sum(starts) / max(len(starts), 1)
+        return (
+            f"| {name} | {states.count('success')} of {len(states)} | {len(into)} ({first} first "
+            f"tries) | {mean:.2f} / {max(starts, default=0)} | "
+            f"{last_end(stack, runs, dag_ids) - up:.0f} s |"
+        )
+
+    return "\n".join(
+        [
+            "| | succeeded | calls while down | worker starts per task, mean / most "
+            "| last end after the return |",
+            "|---|---|---|---|---|",
+            line("breaker pool (RetryWindowPolicy)", GATED_DAGS, "gated"),
+            line("plain Airflow", (PLAIN_DAG,), "plain"),
+        ]
+    )

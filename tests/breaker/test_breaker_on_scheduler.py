@@ -33,6 +33,7 @@ from devstack.breaker_fleet import (
     create_pools,
     final_states,
     last_end,
+    report,
     worker_starts,
 )
 from devstack.distributed import POSTGRES, admin_sql
@@ -144,6 +145,7 @@ def outage(stack: AirflowStack, standin: DependencyStandIn) -> Outage:
     up = standin.up()
     for dag_id, run_id in runs.items():
         stack.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT)
+    print(report(stack, standin, runs, down, up))
     return Outage(runs, down, up, triggers, deferred)
 
 
