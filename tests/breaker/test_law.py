@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -109,7 +110,7 @@ def test_an_open_breaker_probes_every_round_for_five_minutes_then_twenty_an_hour
     assert len(early) == len(rounds_early)
     later_hour = [at for at in starts if START.add(hours=1) <= at < START.add(hours=2)]
     assert 0 < len(later_hour) <= 20
-    assert all(b - a >= PROBE_SPACING for a, b in zip(later_hour, later_hour[1:], strict=False))
+    assert all(b - a >= PROBE_SPACING for a, b in itertools.pairwise(later_hour))
     assert all(state.phase == OPEN and state.slots == 0 for state in seen)
     assert seen[-1].last_probe is not None and seen[-1].last_probe.outcome == FAILED
 
