@@ -6,8 +6,6 @@ in the round's wait for a probe; the API server's clock is the test's.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import replace
 from datetime import timedelta
 
@@ -276,21 +274,3 @@ def test_now_is_the_api_servers_clock_as_its_answers_told_it(
     assert before.add(seconds=61) <= found <= after.add(seconds=61)
     before = pendulum.now("UTC")
     assert before <= server_now(object()) <= pendulum.now("UTC")  # no answer yet: this clock
-
-
-def test_the_breakers_pure_parts_import_no_airflow() -> None:
-    modules = [
-        "airflow_retrywindow.breaker.control",
-        "airflow_retrywindow.breaker.law",
-        "airflow_retrywindow.breaker.settings",
-        "airflow_retrywindow.records.breaker_state",
-        "airflow_retrywindow.gate.breaker_hold",
-        "airflow_retrywindow.notifications.outage",
-        "airflow_retrywindow.plugins.breaker_rows",
-    ]
-    code = (
-        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'airflow'))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"

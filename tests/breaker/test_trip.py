@@ -18,7 +18,6 @@ import pytest
 
 from airflow_retrywindow.breaker.settings import CONTROLLER_DAG, CONTROLLER_TASK
 from airflow_retrywindow.breaker.trip import _refused_since_success, failed_try
-from airflow_retrywindow.hooks.connection_type import CONN_TYPE
 from airflow_retrywindow.records.breaker_state import OPEN, BreakerState, failure_key
 from tests.breaker.fake_pools import tried
 from tests.breaker.states import POOL, closed, opened
@@ -76,9 +75,7 @@ def api() -> FakeAirflowApi:
 @pytest.fixture
 def server(api: FakeAirflowApi, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     for served in serve(api):
-        fields = {"conn_type": CONN_TYPE, "host": served.url, "login": "reader",
-                  "password": "reader-pw"}  # fmt: skip
-        monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_API_DEFAULT", json.dumps(fields))
+        monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_API_DEFAULT", served.connection())
         monkeypatch.setenv(SETTING, json.dumps({POOL: {"round": 30, "trip_calls": 3}}))
         yield served
 

@@ -367,14 +367,19 @@ def _settings() -> gate_run.GateSettings:
     )  # fmt: skip
 
 
-def test_decide_run_reads_once_then_decides(gate_dag: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def _failed_just_now() -> TaskInstanceRow:
+    """``load``'s try 1, failed four minutes ago by this clock."""
     now = pendulum.now("UTC")
-    failed = replace(
+    return replace(
         _row("load", "failed"),
         start_date=now.subtract(minutes=5),
         end_date=now.subtract(minutes=4),
         observed_at=now,
     )
+
+
+def test_decide_run_reads_once_then_decides(gate_dag: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    failed = _failed_just_now()
     reader = FakeReader([failed], pools={"db": pool_row(occupied=1)})
     monkeypatch.setattr(gate_run, "_client", lambda settings: reader)
     context = {"dag": gate_dag, "dag_run": SimpleNamespace(run_id="manual__1")}
@@ -397,13 +402,7 @@ def test_a_breaker_pool_costs_no_request_more_and_only_an_open_breaker_holds_the
     breaker: Callable[[str], BreakerState],
     decision: str,
 ) -> None:
-    now = pendulum.now("UTC")
-    failed = replace(
-        _row("load", "failed"),
-        start_date=now.subtract(minutes=5),
-        end_date=now.subtract(minutes=4),
-        observed_at=now,
-    )
+    failed = _failed_just_now()
     state = breaker("db")
     reader = FakeReader([failed], pools={"db": pool_row(breaker=state)})
     monkeypatch.setattr(gate_run, "_client", lambda settings: reader)

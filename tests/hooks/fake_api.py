@@ -30,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from airflow_retrywindow.hooks.connection_type import CONN_TYPE
 from tests.hooks.error_pages import bad_gateway
 
 VERSION = "3.3.2"
@@ -442,6 +443,12 @@ class Served:
 
     url: str
     api: FakeAirflowApi
+
+    def connection(self) -> str:
+        """An Airflow connection to it, as a deployment's ``AIRFLOW_CONN_...`` holds it."""
+        fields = {"conn_type": CONN_TYPE, "host": self.url, "login": "reader",
+                  "password": "reader-pw"}  # fmt: skip
+        return json.dumps(fields)
 
 
 def serve(api: FakeAirflowApi, tls: ssl.SSLContext | None = None) -> Iterator[Served]:

@@ -7,7 +7,6 @@ each is checked here for what it sends and what it makes of the answer.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -16,7 +15,6 @@ import pytest
 from airflow_retrywindow.exceptions import AirflowApiError
 from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
 from airflow_retrywindow.hooks.api_reader import AirflowApi, PoolRow
-from airflow_retrywindow.hooks.connection_type import CONN_TYPE
 from tests.breaker.states import opened
 from tests.hooks.fake_api import (
     START,
@@ -45,9 +43,7 @@ def api() -> FakeAirflowApi:
 @pytest.fixture
 def reader(api: FakeAirflowApi, monkeypatch: pytest.MonkeyPatch) -> Iterator[AirflowApi]:
     for served in serve(api):
-        fields = {"conn_type": CONN_TYPE, "host": served.url, "login": "reader",
-                  "password": "reader-pw"}  # fmt: skip
-        monkeypatch.setenv("AIRFLOW_CONN_RW_BREAKER", json.dumps(fields))
+        monkeypatch.setenv("AIRFLOW_CONN_RW_BREAKER", served.connection())
         yield AirflowApiHook("rw_breaker", page_size=2).get_conn()
 
 

@@ -21,7 +21,6 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_retrywindow import Deadline, RetryWindowNotifier, RetryWindowPolicy
-from airflow_retrywindow.hooks.connection_type import CONN_TYPE
 from airflow_retrywindow.notifications.lookup import Found, find
 from airflow_retrywindow.notifications.message import Message
 from airflow_retrywindow.notifications.outage import NOTICE_VERSION, Outage, outage_of, settle
@@ -30,8 +29,9 @@ from airflow_retrywindow.records.evidence import EVIDENCE_KEY, appended
 from tests.breaker.states import OPENED, POOL, closed, opened, recovering
 from tests.hooks.fake_api import FakeAirflowApi, Served, pool, serve
 from tests.notifications.stored import TASK_ID, policy_entry
+from tests.notifications.test_notifier import StateStore, TaskInstance
 
-DAG_ID = "positions_delivery"
+DAG_ID = TaskInstance.dag_id
 #: one attempt (25 min) and its validation (5 min) before 14:30: the latest start is 14:00
 DEADLINE = pendulum.datetime(2026, 12, 4, 14, 30, tz="UTC")
 POLICY = RetryWindowPolicy(
@@ -121,31 +121,6 @@ def test_only_a_breaker_that_holds_its_pool_is_an_outage() -> None:
 
 
 @dataclass
-class TaskInstance:
-    """The parts of Airflow's runtime task instance a callback reads."""
-
-    run_id: str
-    try_number: int = 1
-    task_id: str = TASK_ID
-    dag_id: str = DAG_ID
-    map_index: int = -1
-    state: str = "failed"
-
-    def xcom_pull(self, *, task_ids: str, key: str, map_indexes: int) -> Any:
-        return None
-
-
-@dataclass
-class StateStore:
-    """A task state store in memory."""
-
-    values: dict[str, Any] = field(default_factory=dict)
-
-    def get(self, key: str) -> Any:
-        return self.values.get(key)
-
-
-@dataclass
 class NoticeBoard:
     """The notice Variables of every pool, shared by all task instances."""
 
@@ -167,23 +142,21 @@ class NoticeBoard:
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     api = FakeAirflowApi(pools=[pool(POOL, 0, description=opened().described("Positions"))])
     for served in serve(api):
-        fields = {"conn_type": CONN_TYPE, "host": served.url, "login": "reader",
-                  "password": "reader-pw"}  # fmt: skip
-        monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_API_DEFAULT", json.dumps(fields))
+        monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_API_DEFAULT", served.connection())
         monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__BREAKER_POOLS", json.dumps({POOL: {}}))
         yield served
 
 
 def _context(run: int, *, pool_name: str = POOL, error: Exception | None = None) -> dict[str, Any]:
     """The failure callback's context of ``run``'s try 1, decided ``wait-backoff``."""
-    ti = TaskInstance(f"run_{run}", state="up_for_retry" if error is None else "failed")
+    ti = TaskInstance(state="up_for_retry" if error is None else "failed")
     task = SimpleNamespace(
         task_id=TASK_ID, pool=pool_name, retry_policy=POLICY, on_failure_callback=None,
         on_retry_callback=None,
     )  # fmt: skip
     store = StateStore({EVIDENCE_KEY: appended(None, policy_entry("wait-backoff"))})
-    run_ = SimpleNamespace(run_id=ti.run_id, data_interval_start=None, data_interval_end=None)
-    return {"ti": ti, "task": task, "dag_run": run_, "run_id": ti.run_id,
+    run_ = SimpleNamespace(run_id=f"run_{run}", data_interval_start=None, data_interval_end=None)
+    return {"ti": ti, "task": task, "dag_run": run_, "run_id": run_.run_id,
             "task_state_store": store, "exception": error}  # fmt: skip
 
 
