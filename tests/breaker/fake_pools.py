@@ -83,7 +83,8 @@ class FakePools:
         self.calls.append(("variables", prefix))
         return {key: value for key, value in self.forced.items() if key.startswith(prefix)}
 
-    def set_pool(self, name: str, slots: int, description: str) -> PoolRow:
+    def set_pool(self, pool: PoolRow, slots: int, description: str) -> PoolRow:
+        name = pool.name
         self.calls.append(("set_pool", name, slots))
         row = self.rows[name]
         self.rows[name] = replace(

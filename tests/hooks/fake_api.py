@@ -108,6 +108,8 @@ def pool(
 _LISTED_TASKS = re.compile(r"/api/v2/dags/([^/]+)/dagRuns/~/taskInstances")
 #: one pool, by its name
 _ONE_POOL = "/api/v2/pools/"
+#: what a pool's PATCH body must hold
+_WHOLE_POOL = ("name", "slots", "include_deferred")
 
 
 def _moment(text: str) -> datetime:
@@ -304,6 +306,10 @@ class FakeAirflowApi:
         if request.method == "PATCH":
             if request.body.get("name") != name:
                 return 400, {"detail": "pool name from request body doesn't match uri parameter"}
+            # the body is checked as a whole pool, whatever the update mask names
+            missing = [key for key in _WHOLE_POOL if key not in request.body]
+            if missing:
+                return 422, {"detail": [{"type": "missing", "loc": ["body", missing[0]]}]}
             for key in request.query.get("update_mask", []):
                 row[key] = request.body[key]
             row["open_slots"] = row["slots"] - row["occupied_slots"]

@@ -8,6 +8,7 @@ each is checked here for what it sends and what it makes of the answer.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -83,17 +84,21 @@ def test_a_pools_slots_and_description_are_set_in_one_patch_that_names_the_pool(
     reader: AirflowApi, api: FakeAirflowApi
 ) -> None:
     described = opened("reports api/v2", size=4).described("the reports API")
-    row = reader.set_pool("reports api/v2", 0, described)
+    (before,) = reader.pools({"reports api/v2"}).values()
+    row = reader.set_pool(before, 0, described)
     assert (row.name, row.slots, row.open, row.description) == ("reports api/v2", 0, 0, described)
     (sent,) = [each for each in api.received if each.method == "PATCH"]
     assert sent.path == "/api/v2/pools/reports%20api%2Fv2"
     assert sent.query["update_mask"] == ["slots", "description"]
-    assert sent.body == {"name": "reports api/v2", "slots": 0, "description": described}
-    assert reader.requests == 1 + 1
+    # the whole pool, as read: what the mask does not name is not changed
+    assert sent.body == {
+        "name": "reports api/v2", "slots": 0, "description": described, "include_deferred": False,
+    }  # fmt: skip
+    assert reader.requests == 1 + 2 + 1  # the token, the pools in pages of 2, the change
     # what the pool holds now, as every reader reads it
     assert reader.pools({"reports api/v2"})["reports api/v2"] == row
     with pytest.raises(AirflowApiError, match="the size of pool 'gone'"):
-        reader.set_pool("gone", 4, "")
+        reader.set_pool(replace(before, name="gone"), 4, "")
 
 
 def test_the_failure_marks_of_a_pool_are_counted_from_a_moment_on_in_one_request(
