@@ -113,9 +113,13 @@ class Controller:
 
     def round(self, due: Collection[str]) -> list[Turn]:
         """One round of the pools ``due``, and of every pool that is a breaker no more."""
-        rows = self.api.pools()
+        rows = dict(self.api.pools())
         now = server_now(self.api)
-        turns = [self._release(row, now) for row in rows.values() if self._stray(row)]
+        turns = []
+        for row in [row for row in rows.values() if self._stray(row)]:
+            # the pool as given back: a renamed pool due under its new name starts from it
+            turn, rows[row.name] = self._release(row, now)
+            turns.append(turn)
         forced = self._forced(due, rows)
         for name in due:
             if name not in rows:
@@ -215,18 +219,19 @@ class Controller:
         state = BreakerState.in_description(row.description)
         return state is not None and (self.pools.of(row.name) is None or state.pool != row.name)
 
-    def _release(self, row: Any, now: pendulum.DateTime) -> Turn:
-        """Give a pool that is no breaker any more its owner's size, and drop the line."""
+    def _release(self, row: Any, now: pendulum.DateTime) -> tuple[Turn, Any]:
+        """Give a pool that is no breaker any more its owner's size, and drop the line; the
+        pool as the API server answered the change."""
         state = BreakerState.in_description(row.description)
         assert state is not None
         renamed = state.pool != row.name
         why = f"was pool {state.pool!r}" if renamed else "is no longer in breaker_pools"
         size = state.size if state.holds else row.slots
-        self.api.set_pool(row, size, "\n".join(owners_lines(row.description)))
+        answer = self.api.set_pool(row, size, "\n".join(owners_lines(row.description)))
         self.states.pop(row.name, None)
         reason = f"pool {row.name!r} {why}: given back its size, {size} slots"
         log.warning("Retry window breaker: %s", reason)
-        return Turn(row.name, None, size, reason)
+        return Turn(row.name, None, size, reason), answer
 
 
 def _counted(listing: Any, span: timedelta) -> tuple[int, int, float]:

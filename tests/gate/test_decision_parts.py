@@ -548,6 +548,14 @@ def test_the_pure_parts_import_no_airflow() -> None:
         "airflow_retrywindow.gate.estimates",
         "airflow_retrywindow.gate.run",
         "airflow_retrywindow.hooks.api_reader",
+        # the breakers' pure parts, and the gate's hold on an open one
+        "airflow_retrywindow.breaker.control",
+        "airflow_retrywindow.breaker.law",
+        "airflow_retrywindow.breaker.settings",
+        "airflow_retrywindow.records.breaker_state",
+        "airflow_retrywindow.gate.breaker_hold",
+        "airflow_retrywindow.notifications.outage",
+        "airflow_retrywindow.plugins.breaker_rows",
     ]
     code = (
         f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"

@@ -14,8 +14,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_retrywindow.dependency.fleet import PoolTry
-from airflow_retrywindow.dependency.settings import DependencySettings
+from airflow_retrywindow.breaker.settings import BreakerSettings
 from airflow_retrywindow.gate.approve import (
     OVERRIDABLE,
     STANDING,
@@ -26,10 +25,10 @@ from airflow_retrywindow.gate.approve import (
     previous_decision,
     read_approval,
 )
+from airflow_retrywindow.gate.breaker_hold import BreakerHold
 from airflow_retrywindow.gate.budget import Budget
 from airflow_retrywindow.gate.decide import DecisionTable, decide
 from airflow_retrywindow.gate.observe import observe
-from airflow_retrywindow.gate.pool_dependency import PoolDependency
 from airflow_retrywindow.gate.record import build
 from airflow_retrywindow.gate.targets import Target
 from airflow_retrywindow.hooks.api_reader import ApprovalRow, PoolRow, TaskInstanceRow
@@ -37,7 +36,8 @@ from airflow_retrywindow.model.decisions import Decision
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
 from airflow_retrywindow.verdicts import DEPENDENCY_HELD
-from tests.gate.fake_reader import FakeReader, pool_state
+from tests.breaker.states import opened
+from tests.gate.fake_reader import FakeReader
 
 NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
 ENDED = NOW.subtract(minutes=30)  # the refused try's end
@@ -256,12 +256,8 @@ def _refused_as(decision: str) -> DecisionTable:
         ),
     }  # fmt: skip
     if decision == DEPENDENCY_HELD:
-        # the retry the model allows, in a pool three other task instances fail in
-        failing = [
-            PoolTry("feeds", "r1", f"feed_{n}", -1, "up_for_retry", 1, 3, ENDED, NOW)
-            for n in range(3)
-        ]
-        pool = PoolDependency(pool_state("db", NOW, failing), DependencySettings())
+        # the retry the model allows, in a pool whose breaker is open
+        pool = BreakerHold(opened("db"), BreakerSettings())
         view = observe(
             _target("load", retries=2),
             _row("load", "failed", max_tries=2),
@@ -269,7 +265,7 @@ def _refused_as(decision: str) -> DecisionTable:
             failure_source="",
         )
         return decide([view], as_of=NOW, deadline=DUE, max_observation_age=3600, origin=None,
-                      pools=POOLS, dependencies={"db": pool})  # fmt: skip
+                      pools=POOLS, breakers={"db": pool})  # fmt: skip
     if decision == Decision.REFRESH_OBSERVATION.value:
         # read at NOW, decided 5 minutes later with observations good for 1 minute
         view = observe(_target("load"), _row("load", "failed"), failure=None, failure_source="")

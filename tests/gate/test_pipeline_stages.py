@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from types import SimpleNamespace
@@ -18,8 +19,10 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_retrywindow.breaker.settings import BreakerPools, BreakerSettings
 from airflow_retrywindow.exceptions import ObservationError, RetryWindowGateError, TargetError
 from airflow_retrywindow.gate import run as gate_run
+from airflow_retrywindow.gate.breaker_hold import BreakerHold
 from airflow_retrywindow.gate.decide import decide, group_by_policy
 from airflow_retrywindow.gate.observe import observe_run, parse_observations
 from airflow_retrywindow.gate.read import RunSnapshot, read_snapshot
@@ -30,8 +33,11 @@ from airflow_retrywindow.labels import Instance
 from airflow_retrywindow.model import evaluate
 from airflow_retrywindow.model.bounds import MAX_ATTEMPTS, MAX_OBSERVATION_AGE, MAX_TASKS
 from airflow_retrywindow.operators.arguments import observation_age_argument
+from airflow_retrywindow.records.breaker_state import BreakerState
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
+from airflow_retrywindow.verdicts import DEPENDENCY_HELD
+from tests.breaker.states import opened, recovering
 from tests.gate.fake_reader import FakeReader, pool_row
 
 NOW = pendulum.datetime(2026, 3, 2, 5, 40, tz="UTC")
@@ -98,6 +104,23 @@ def test_read_lists_no_xcom_keys_when_nothing_failed() -> None:
     assert snapshot.latest_try(Instance("fresh")) is None
     assert snapshot.xcom_keys == () and snapshot.evidence == {}
     assert set(snapshot.pools) == {"db"}  # "other" does not exist
+
+
+def test_read_takes_a_breaker_from_the_description_of_a_breaker_pool_it_names() -> None:
+    pools = {
+        "db": pool_row("db", breaker=opened("db")),
+        "other": pool_row("other", breaker=opened("other")),  # no breaker pool
+        "copied": pool_row("copied", breaker=opened("db")),  # carries another pool's line
+        "plain": pool_row("plain"),  # a breaker pool no controller watched yet
+    }
+    targets = [_target(name, pool=name) for name in pools]
+    reader = FakeReader([_row(name, "success", pool=name) for name in pools], pools=pools)
+    named = BreakerPools.parse('{"db": {"round": 30}, "copied": {}, "plain": {}}', option="x")
+    snapshot = read_snapshot(reader, "dag", "run", targets, breakers=named)
+    assert _called(reader) == ["task_instances", "pools"]
+    assert list(snapshot.breakers) == ["db"]
+    assert snapshot.breakers["db"] == BreakerHold(opened("db"), BreakerSettings(round=30))
+    assert read_snapshot(reader, "dag", "run", targets).breakers == {}  # none asked for
 
 
 def test_read_fetches_the_earlier_tries_of_a_reset_target_only() -> None:
@@ -344,33 +367,55 @@ def _settings() -> gate_run.GateSettings:
     )  # fmt: skip
 
 
-def test_decide_run_reads_once_then_decides(gate_dag: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def _failed_just_now() -> TaskInstanceRow:
+    """``load``'s try 1, failed four minutes ago by this clock."""
     now = pendulum.now("UTC")
-    failed = replace(
+    return replace(
         _row("load", "failed"),
         start_date=now.subtract(minutes=5),
         end_date=now.subtract(minutes=4),
         observed_at=now,
     )
+
+
+def test_decide_run_reads_once_then_decides(gate_dag: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    failed = _failed_just_now()
     reader = FakeReader([failed], pools={"db": pool_row(occupied=1)})
     monkeypatch.setattr(gate_run, "_client", lambda settings: reader)
     context = {"dag": gate_dag, "dag_run": SimpleNamespace(run_id="manual__1")}
     decided = gate_run.decide_run(_settings(), context)
-    # "db" is a dependency: its task instances across DAGs are read too (none failed)
-    # two counts, no more: a pool below its trip needs no third
-    assert _called(reader) == [
-        "task_instances",
-        "xcom_keys",
-        "pools",
-        "pool_listing",
-        "pool_listing",
-    ]
+    assert _called(reader) == ["task_instances", "xcom_keys", "pools"]
     assert reader.calls[0][1:3] == ("rw_gate_pipeline", "manual__1")
-    assert (decided.requests, decided.api) == (6, "http://api:8080")
+    assert (decided.requests, decided.api) == (4, "http://api:8080")
     assert {row.task_id: row.decision for row in decided.table.decisions} == {
         "load": "retry-eligible",
         "fresh": "not-attempted",
     }
+
+
+@pytest.mark.parametrize(
+    ("breaker", "decision"), [(opened, DEPENDENCY_HELD), (recovering, "retry-eligible")]
+)
+def test_a_breaker_pool_costs_no_request_more_and_only_an_open_breaker_holds_the_repeat(
+    gate_dag: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    breaker: Callable[[str], BreakerState],
+    decision: str,
+) -> None:
+    failed = _failed_just_now()
+    state = breaker("db")
+    reader = FakeReader([failed], pools={"db": pool_row(breaker=state)})
+    monkeypatch.setattr(gate_run, "_client", lambda settings: reader)
+    monkeypatch.setenv("AIRFLOW__RETRY_WINDOW__BREAKER_POOLS", '{"db": {"round": 30}}')
+    context = {"dag": gate_dag, "dag_run": SimpleNamespace(run_id="manual__1")}
+    decided = gate_run.decide_run(_settings(), context)
+    # the breaker comes with the pools the gate reads anyway
+    assert _called(reader) == ["task_instances", "xcom_keys", "pools"]
+    assert decided.requests == 4
+    load = decided.table.decision("load")
+    assert (load.decision, load.breaker) == (decision, state)
+    # a task instance never tried runs into nothing: it keeps no breaker
+    assert decided.table.decision("fresh").breaker is None
 
 
 def test_decide_run_refuses_bad_observations_before_any_request(

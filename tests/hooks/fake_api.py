@@ -1,9 +1,9 @@
 """A small imitation of Airflow's REST API v2, served for real on 127.0.0.1.
 
-It answers the reads the hook makes, with JSON shaped like the API server's
-(the reader reads every field it uses strictly), pages listings by
-``total_entries``, issues JWT-like tokens at ``POST /auth/token``, refuses stale
-ones with 401, and records every request. With a TLS context it serves https.
+It answers the reads the hook makes, and its change of a pool (``PATCH``), with JSON
+shaped like the API server's (the reader reads every field it uses strictly), pages
+listings by ``total_entries``, issues JWT-like tokens at ``POST /auth/token``, refuses
+stale ones with 401, and records every request. With a TLS context it serves https.
 
 Hostile answers, for the reader's bounds: a ``Date`` from a clock running
 ``clock_shift`` seconds off (or noted ``stale_by`` seconds early for the next
@@ -17,6 +17,7 @@ from __future__ import annotations
 import email.utils
 import itertools
 import json
+import re
 import ssl
 import sys
 import threading
@@ -27,8 +28,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
+from airflow_retrywindow.hooks.connection_type import CONN_TYPE
 from tests.hooks.error_pages import bad_gateway
 
 VERSION = "3.3.2"
@@ -84,7 +86,9 @@ def xcom_entry(
     }
 
 
-def pool(name: str, slots: int, occupied: int = 0, deferred: int = 0) -> dict[str, Any]:
+def pool(
+    name: str, slots: int, occupied: int = 0, deferred: int = 0, description: str | None = None
+) -> dict[str, Any]:
     """One ``PoolResponse``."""
     return {
         "name": name,
@@ -96,8 +100,20 @@ def pool(name: str, slots: int, occupied: int = 0, deferred: int = 0) -> dict[st
         "deferred_slots": deferred,
         "open_slots": slots - occupied if slots >= 0 else -1,
         "include_deferred": False,
-        "description": None,
+        "description": description,
     }
+
+
+#: the task instance listing of one DAG's runs, or every DAG's (``~``)
+_LISTED_TASKS = re.compile(r"/api/v2/dags/([^/]+)/dagRuns/~/taskInstances")
+#: one pool, by its name
+_ONE_POOL = "/api/v2/pools/"
+#: what a pool's PATCH body must hold
+_WHOLE_POOL = ("name", "slots", "include_deferred")
+
+
+def _moment(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 @dataclass(frozen=True)
@@ -126,6 +142,8 @@ class FakeAirflowApi:
     task_instances: list[dict[str, Any]] = field(default_factory=list)
     xcoms: list[dict[str, Any]] = field(default_factory=list)
     pools: list[dict[str, Any]] = field(default_factory=list)
+    #: what ``GET /variables`` lists, key -> value
+    variables: dict[str, str] = field(default_factory=dict)
     #: what ``GET /eventLogs`` lists (filtered by event and try number)
     event_logs: list[dict[str, Any]] = field(default_factory=list)
     max_page: int = 1000
@@ -203,22 +221,25 @@ class FakeAirflowApi:
             offset = int(request.body.get("page_offset") or 0)
             limit = int(request.body.get("page_limit") or 100)
             listing = "task_instances"
-        elif route == ("GET", "/api/v2/dags/~/dagRuns/~/taskInstances"):
-            query = request.query
-            rows = [
-                row
-                for row in self.task_instances
-                if row["pool"] in query.get("pool", [])
-                and row["state"] in query.get("state", [])
-                and (not query.get("try_number") or str(row["try_number"]) in query["try_number"])
-            ]
-            offset, limit = self._limits(query)
+        elif request.method == "GET" and (dag := _LISTED_TASKS.fullmatch(request.path)):
+            rows = self._listed_tries(unquote(dag[1]), request.query)
+            offset, limit = self._limits(request.query)
             listing = "task_instances"
         elif request.method == "GET" and request.path.endswith("/taskInstances/~/xcomEntries"):
-            prefix = request.query.get("xcom_key_prefix_pattern", [""])[0]
-            rows = [row for row in self.xcoms if row["key"].startswith(prefix)]
+            rows = self._listed_xcoms(request.query)
             offset, limit = self._limits(request.query)
             listing = "xcom_entries"
+        elif request.method in ("GET", "PATCH") and request.path.startswith(_ONE_POOL):
+            return self._one_pool(request)
+        elif route == ("GET", "/api/v2/variables"):
+            pattern = request.query.get("variable_key_pattern", [""])[0]
+            rows = [
+                {"key": key, "value": value, "description": None, "is_encrypted": False}
+                for key, value in sorted(self.variables.items())
+                if pattern in key  # a search, as the API's: anywhere in the key
+            ]
+            offset, limit = self._limits(request.query)
+            listing = "variables"
         elif route == ("GET", "/api/v2/eventLogs"):
             event = request.query.get("event", [None])[0]
             tried = request.query.get("try_number", [None])[0]
@@ -239,6 +260,60 @@ class FakeAirflowApi:
             return 401, {"detail": "Not authenticated"}
         size = min(limit, self.max_page)
         return 200, {listing: rows[offset : offset + size], "total_entries": len(rows)}
+
+    def _listed_tries(self, dag_id: str, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """The task instance listing of ``dag_id`` (``~``: every DAG), filtered and ordered
+        as the API server does for the filters the reader sends."""
+        since = query.get("end_date_gte", [None])[0]
+        rows = [
+            row
+            for row in self.task_instances
+            if dag_id in ("~", row["dag_id"])
+            and ("pool" not in query or row["pool"] in query["pool"])
+            and ("task_id" not in query or row["task_id"] in query["task_id"])
+            and row["state"] in query.get("state", [])
+            and (not query.get("try_number") or str(row["try_number"]) in query["try_number"])
+            and (since is None or (row["end_date"] is not None and _moment(row["end_date"])
+                                   >= _moment(since)))
+        ]  # fmt: skip
+        if query.get("order_by") == ["-end_date"]:
+            rows.sort(key=lambda row: _moment(row["end_date"] or stamp(START)), reverse=True)
+        return rows
+
+    def _listed_xcoms(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """The XCom listing: by exact key, or by key prefix; newest first when asked."""
+        prefix = query.get("xcom_key_prefix_pattern", [""])[0]
+        exact = query.get("xcom_key", [None])[0]
+        rows = [
+            row
+            for row in self.xcoms
+            if row["key"].startswith(prefix) and exact in (None, row["key"])
+        ]
+        if query.get("order_by") == ["-timestamp"]:
+            rows.sort(key=lambda row: _moment(row["timestamp"]), reverse=True)
+        return rows
+
+    def _one_pool(self, request: Request) -> tuple[int, Any]:
+        """``GET`` or ``PATCH /api/v2/pools/{name}``: a PATCH sets the fields its
+        ``update_mask`` names, from a body that names the pool, and answers the pool."""
+        if not self._authorized(request.authorization):
+            return 401, {"detail": "Not authenticated"}
+        name = unquote(request.path[len(_ONE_POOL) :])
+        found = [row for row in self.pools if row["name"] == name]
+        if not found:
+            return 404, {"detail": f"The Pool with name: `{name}` was not found"}
+        (row,) = found
+        if request.method == "PATCH":
+            if request.body.get("name") != name:
+                return 400, {"detail": "pool name from request body doesn't match uri parameter"}
+            # the body is checked as a whole pool, whatever the update mask names
+            missing = [key for key in _WHOLE_POOL if key not in request.body]
+            if missing:
+                return 422, {"detail": [{"type": "missing", "loc": ["body", missing[0]]}]}
+            for key in request.query.get("update_mask", []):
+                row[key] = request.body[key]
+            row["open_slots"] = row["slots"] - row["occupied_slots"]
+        return 200, row
 
     def _token(self, body: Any) -> tuple[int, Any]:
         user = body.get("username") if isinstance(body, dict) else None
@@ -264,6 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     def do_POST(self) -> None:
+        self._serve()
+
+    def do_PATCH(self) -> None:
         self._serve()
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
@@ -371,6 +449,12 @@ class Served:
 
     url: str
     api: FakeAirflowApi
+
+    def connection(self) -> str:
+        """An Airflow connection to it, as a deployment's ``AIRFLOW_CONN_...`` holds it."""
+        fields = {"conn_type": CONN_TYPE, "host": self.url, "login": "reader",
+                  "password": "reader-pw"}  # fmt: skip
+        return json.dumps(fields)
 
 
 def serve(api: FakeAirflowApi, tls: ssl.SSLContext | None = None) -> Iterator[Served]:

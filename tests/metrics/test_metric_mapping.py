@@ -220,46 +220,39 @@ def test_gate_errors_and_retry_start_refusals_name_the_task() -> None:
     assert refused[0].tags == {"dag_id": "sales", "task_id": "load", "decided_by": "retry-start"}
 
 
-@pytest.mark.parametrize(
-    "name",
-    [metrics.DEPENDENCY_HELD, metrics.DEPENDENCY_PROBE, metrics.DEPENDENCY_RELEASED],
-)
-def test_a_held_probing_or_released_retry_is_counted_by_its_pool(name: str) -> None:
-    found = metrics.dependency_metrics(name, dag_id="sales", task_id="load", pool="positions_api")
-    assert lines(found) == [(name, "counter", 1)]
-    # the pool is a tag, never part of the name: a pool's name is free text
-    assert found[0].tags == {
-        "dag_id": "sales", "task_id": "load", "decided_by": "retry-start", "pool": "positions_api",
-    }  # fmt: skip
-
-
-def test_the_dependency_counters_have_the_agreed_names() -> None:
-    assert (
-        metrics.DEPENDENCY_HELD, metrics.DEPENDENCY_PROBE, metrics.DEPENDENCY_RELEASED,
-        metrics.DEPENDENCY_OPEN,
-    ) == (
-        "retry_window.dependency.held", "retry_window.dependency.probe",
-        "retry_window.dependency.released", "retry_window.dependency.open",
-    )  # fmt: skip
-    with pytest.raises(ValueError, match="one of the dependency counters"):
-        metrics.dependency_metrics(metrics.REFUSED, dag_id="d", task_id="t", pool="p")
-
-
 @pytest.mark.parametrize(("is_open", "value"), [(True, 1), (False, 0)])
-def test_a_pools_state_is_a_gauge_of_one_while_it_is_open(is_open: bool, value: int) -> None:
-    found = metrics.dependency_state_metrics("positions_api", is_open=is_open)
-    assert lines(found) == [("retry_window.dependency.open", "gauge", value)]
-    assert found[0].tags == {"pool": "positions_api"}
+def test_a_breaker_pools_gauges_are_its_slots_and_one_while_it_is_open(
+    is_open: bool, value: int
+) -> None:
+    found = metrics.breaker_metrics("positions_api", slots=6, size=24, is_open=is_open)
+    assert lines(found) == [
+        ("retry_window.breaker.slots", "gauge", 6),
+        ("retry_window.breaker.open", "gauge", value),
+    ]
+    # the pool is a tag, never part of the name: a pool's name is free text
+    assert [metric.tags for metric in found] == [{"pool": "positions_api", "size": "24"}] * 2
 
 
-def test_a_dependency_sender_never_raises(
+def test_the_breaker_metrics_have_the_agreed_names() -> None:
+    assert (
+        metrics.BREAKER_SLOTS, metrics.BREAKER_OPEN, metrics.BREAKER_PROBE, metrics.BREAKER_TRIP,
+    ) == (
+        "retry_window.breaker.slots", "retry_window.breaker.open", "retry_window.breaker.probe",
+        "retry_window.breaker.trip",
+    )  # fmt: skip
+    assert {
+        metrics.BREAKER_SLOTS, metrics.BREAKER_OPEN, metrics.BREAKER_PROBE, metrics.BREAKER_TRIP,
+    } <= set(metrics.NAMES)  # fmt: skip
+
+
+def test_a_breaker_sender_never_raises(
     caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="airflow_retrywindow.metrics"):
-        metrics.dependency_held({}, "positions_api")  # no task in the context
-        metrics.dependency_probe(None, "positions_api")  # type: ignore[arg-type]
-        metrics.dependency_released({"ti": object()}, "positions_api")
-        metrics.dependency_state("positions_api", open="yes")  # type: ignore[arg-type]
+        metrics.breaker_trip({}, "positions_api")  # no task in the context
+        metrics.breaker_trip(None, "positions_api")  # type: ignore[arg-type]
+        metrics.breaker_trip({"ti": object()}, "positions_api")
+        metrics.breaker_state("positions_api", slots=0, size=24, is_open="yes")  # type: ignore[arg-type]
     logged = caplog.text + capsys.readouterr().out
     for cause in (
         "KeyError: 'dag'",

@@ -186,17 +186,17 @@ def test_an_approved_override_arrives_from_the_gates_record(statsd: Listener) ->
     assert f"{PREFIX}.retry_window.decision.attempts_exhausted,{load}:1|c" in received
 
 
-def test_a_held_probing_and_released_retry_and_the_pool_gauge_arrive(statsd: Listener) -> None:
-    metrics.dependency_held(_context("load"), "positions_api")
-    metrics.dependency_probe(_context("load"), "positions_api")
-    metrics.dependency_released(_context("load"), "positions_api")
-    metrics.dependency_state("positions_api", open=True)
-    metrics.dependency_state("positions_api", open=False)
-    tags = "dag_id=sales,task_id=load,decided_by=retry-start,pool=positions_api"
+def test_a_breakers_trip_probe_and_gauges_arrive(statsd: Listener) -> None:
+    metrics.breaker_trip(_context("load"), "positions_api")
+    metrics.breaker_probe("positions_api")
+    metrics.breaker_state("positions_api", slots=0, size=24, is_open=True)
+    metrics.breaker_state("positions_api", slots=24, size=24, is_open=False)
+    pool = "pool=positions_api,size=24"
     assert statsd.lines() == [
-        f"{PREFIX}.retry_window.dependency.held,{tags}:1|c",
-        f"{PREFIX}.retry_window.dependency.probe,{tags}:1|c",
-        f"{PREFIX}.retry_window.dependency.released,{tags}:1|c",
-        f"{PREFIX}.retry_window.dependency.open,pool=positions_api:1|g",
-        f"{PREFIX}.retry_window.dependency.open,pool=positions_api:0|g",
+        f"{PREFIX}.retry_window.breaker.trip,dag_id=sales,task_id=load,pool=positions_api:1|c",
+        f"{PREFIX}.retry_window.breaker.probe,pool=positions_api:1|c",
+        f"{PREFIX}.retry_window.breaker.slots,{pool}:0|g",
+        f"{PREFIX}.retry_window.breaker.open,{pool}:1|g",
+        f"{PREFIX}.retry_window.breaker.slots,{pool}:24|g",
+        f"{PREFIX}.retry_window.breaker.open,{pool}:0|g",
     ]

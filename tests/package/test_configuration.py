@@ -29,6 +29,7 @@ from airflow_retrywindow import (
     RetryWindowSensor,
     configuration,
 )
+from airflow_retrywindow.breaker.settings import BreakerSettings
 from airflow_retrywindow.configuration import OPTIONS, SECTION
 from airflow_retrywindow.hooks.airflow_api import AirflowApiHook
 from airflow_retrywindow.links.retry_window import RetryWindowLink
@@ -294,11 +295,7 @@ def test_the_links_address_starts_from_the_view_base_url(monkeypatch: pytest.Mon
 
 #: a value each option's reader refuses; a new option gets its reader and a line here
 BAD = {
-    "dependency_round": "0",
-    "dependency_min_probes": "none",
-    "dependency_trip_tasks": "-3",
-    "dependency_window": "forever",
-    "dependency_pools": '{"positions_api": {"trip_tasks": 0}}',
+    "breaker_pools": '{"positions_api": {"trip_calls": 0}}',
     "policy_checks": "disabled",
     "default_conn_id": " ",
     "api_page_size": "lots",
@@ -357,6 +354,47 @@ def test_check_names_every_bad_option_at_once(monkeypatch: pytest.MonkeyPatch) -
     assert {found.option for found in raised.value.problems} == set(BAD)
     for option in BAD:
         assert env(option) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "instead"),
+    [
+        ("dependency_pools", "use breaker_pools, which names each breaker pool"),
+        ("dependency_round", "use the round of each pool in breaker_pools"),
+        ("dependency_trip_tasks", "use the trip_calls of each pool in breaker_pools"),
+        ("dependency_min_probes", "use nothing: an open breaker opens one probe slot a round"),
+        ("dependency_window", "use nothing: a breaker counts each round since the round before"),
+    ],
+)
+def test_a_retired_option_still_set_is_refused_naming_what_replaces_it(
+    monkeypatch: pytest.MonkeyPatch, option: str, instead: str
+) -> None:
+    monkeypatch.setenv(env(option), "30")
+    (problem,) = configuration.problems()
+    assert problem.option == option
+    assert f"[retry_window] {option} = '30' is not valid: it is gone; {instead}" in str(problem)
+    assert env(option) in str(problem)
+    with pytest.raises(AirflowClusterPolicyViolation, match=f"{option} = '30'"):
+        task_policy(gated())
+
+
+def test_a_breaker_pools_bad_setting_names_the_pool_and_its_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(env("breaker_pools"), '{"positions_api": {"round": 2}}')
+    (problem,) = configuration.problems()
+    assert "breaker_pools['positions_api'].round = 2 is not valid: a whole number from 5" in str(
+        problem
+    )
+    monkeypatch.setenv(env("breaker_pools"), '{"default_pool": {}}')
+    (problem,) = configuration.problems()
+    assert "default_pool cannot be a breaker" in str(problem)
+    monkeypatch.setenv(env("breaker_pools"), '{"positions_api": {"round": 30}, "warehouse": {}}')
+    assert configuration.problems() == []
+    named = configuration.breaker_pools()
+    assert (named.of("positions_api"), named.of("warehouse"), named.of("other")) == (
+        BreakerSettings(round=30), BreakerSettings(), None,
+    )  # fmt: skip
 
 
 def test_a_bad_setting_refuses_a_gated_dag_and_leaves_others_alone(

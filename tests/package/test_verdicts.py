@@ -43,8 +43,7 @@ CASE = Path(__file__).resolve().parents[2] / "examples" / "case.json"
 #: what a held retry's words name, as the retry-start check fills them in
 HELD_FIELDS = {
     "pool": "positions_api",
-    "failing_since": "14:00:03 UTC",
-    "failing_tasks": 12,
+    "breaker": "open since 14:00:03Z, 0 of 24 slots",
     "hold_until": "14:03:00 UTC",
     "state": "attempt 1 failed with a retryable error, ended 14:02:10 UTC",
     "following": "attempt 2",
@@ -130,8 +129,8 @@ def test_every_verdicts_words_differ() -> None:
 
 def test_a_held_retrys_reason_and_status_are_filled_from_the_table() -> None:
     assert verdict_reason(DEPENDENCY_HELD, HELD_FIELDS) == (
-        "dependency-held: pool positions_api is failing since 14:00:03 UTC (12 task instances "
-        "failing, no success since); held until 14:03:00 UTC, when it is decided again"
+        "dependency-held: pool positions_api's breaker is open since 14:00:03Z, 0 of 24 slots; "
+        "held until 14:03:00 UTC, when it is decided again"
     )
     update = verdict_status(DEPENDENCY_HELD, "load", HELD_FIELDS)
     assert update.startswith("load: confirmed attempt 1 failed with a retryable error")

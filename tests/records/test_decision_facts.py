@@ -17,10 +17,11 @@ import pendulum
 import pytest
 
 from airflow_retrywindow.exceptions import RecordError
+from airflow_retrywindow.records.breaker_state import KEY as BREAKER_KEY
 from airflow_retrywindow.records.decision_facts import POLICY, DecisionFacts
 from airflow_retrywindow.records.evidence import EVIDENCE_KEY
 from airflow_retrywindow.redaction import safe_text
-from tests.records.test_dependency_state import held
+from tests.breaker.states import opened
 
 STORED = Path(__file__).with_name("stored")
 #: the task every policy fixture is about
@@ -139,16 +140,19 @@ def test_stored_text_passes_through_the_readers_mask() -> None:
     assert "hunter2" in as_stored.reason  # a reader that writes it out masks it itself
 
 
-def test_a_gate_target_held_on_its_pool_carries_the_pools_state() -> None:
-    row = {
-        "taskId": "load",
-        "decision": "dependency-held",
-        "retry_window_dependency": held().as_dict(),
-    }
+def test_a_gate_target_held_on_its_pool_carries_the_pools_breaker() -> None:
+    row = {"taskId": "load", "decision": "dependency-held", BREAKER_KEY: opened().as_dict()}
     facts = DecisionFacts.of_target(row, decided_by="load_gate")
-    assert facts.dependency == held() and facts.dependency_problem is None
+    assert facts.breaker == opened() and facts.breaker_problem is None
     broken = DecisionFacts.of_target(
-        {**row, "retry_window_dependency": {**held().as_dict(), "readAt": "nope"}},
-        decided_by="load_gate",
+        {**row, BREAKER_KEY: {**opened().as_dict(), "since": "nope"}}, decided_by="load_gate"
     )
-    assert broken.dependency is None and broken.dependency_problem
+    assert broken.breaker is None
+    assert broken.breaker_problem is not None
+    assert broken.breaker_problem.startswith(f"{BREAKER_KEY} = {{")
+    assert broken.breaker_problem.endswith("is not a breaker's state")
+    # a credential in what cannot be read passes through the reader's mask
+    secret = {**row, BREAKER_KEY: "https://ops:hunter2@status.example/"}
+    masked = DecisionFacts.of_target(secret, decided_by="load_gate", mask=safe_text)
+    assert masked.breaker_problem is not None and "hunter2" not in masked.breaker_problem
+    assert DecisionFacts.of_target({"taskId": "load"}, decided_by="g").breaker_problem is None

@@ -38,13 +38,13 @@ def airflow_in(loaded: list[str]) -> list[str]:
 def test_rows_timeline_and_page_import_nothing_of_airflow() -> None:
     pure = [
         "airflow_retrywindow.links.addresses",
+        "airflow_retrywindow.plugins.breaker_rows",
         "airflow_retrywindow.plugins.decision_rows",
-        "airflow_retrywindow.plugins.dependency_rows",
         "airflow_retrywindow.plugins.page",
         "airflow_retrywindow.plugins.run_summary",
         "airflow_retrywindow.plugins.timeline",
+        "airflow_retrywindow.records.breaker_state",
         "airflow_retrywindow.records.decision_record",
-        "airflow_retrywindow.records.dependency_state",
         "airflow_retrywindow.records.evidence_entry",
         "airflow_retrywindow.records.stored_fixture",
     ]
