@@ -276,19 +276,27 @@ def imported_top_levels() -> set[str]:
             for name in names:
                 parts = name.split(".")
                 if parts[:2] == ["airflow", "providers"] and len(parts) > 2:
-                    found.add(".".join(parts[:3]))
+                    # common.ai, common.compat, ...: a distribution each
+                    found.add(".".join(parts[: 4 if parts[2] == "common" else 3]))
                 else:
                     found.add(parts[0])
     return found - set(sys.stdlib_module_names) - {"__future__", "airflow_retrywindow"}
 
 
 def test_every_imported_distribution_is_declared() -> None:
-    names = set(declared())
+    # a dependency or an extra's (only code its user runs imports an extra's distribution)
+    extras = (
+        Requirement(entry)
+        for found in project()["optional-dependencies"].values()
+        for entry in found
+    )
+    names = set(declared()) | {canonicalize_name(requirement.name) for requirement in extras}
     distributions = packages_distributions()
     undeclared = []
     for module in sorted(imported_top_levels()):
         if module.startswith("airflow.providers."):
-            wanted = {canonicalize_name(f"apache-airflow-providers-{module.split('.')[2]}")}
+            provider = "-".join(module.split(".")[2:])
+            wanted = {canonicalize_name(f"apache-airflow-providers-{provider}")}
         elif module == "airflow":
             wanted = {canonicalize_name("apache-airflow")}
         else:

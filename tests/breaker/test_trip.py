@@ -17,7 +17,7 @@ import pendulum
 import pytest
 
 from airflow_retrywindow.breaker.settings import CONTROLLER_DAG, CONTROLLER_TASK
-from airflow_retrywindow.breaker.trip import _refused_since_success, failed_try
+from airflow_retrywindow.breaker.trip import _refused_since_success, failed_try, read
 from airflow_retrywindow.records.breaker_state import OPEN, BreakerState, failure_key
 from tests.breaker.fake_pools import tried
 from tests.breaker.states import POOL, closed, opened
@@ -39,6 +39,11 @@ class TaskInstance:
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcom[key] = value
+
+
+def _fail(context: dict[str, Any], failure: str, *, ends: bool) -> None:
+    """What the retry policy does with a failure: read the pool's breaker, then the trip."""
+    failed_try(context, failure, ends=ends, found=read(context, failure))
 
 
 def _context(pool_name: str = POOL) -> dict[str, Any]:
@@ -115,9 +120,9 @@ def test_a_failure_that_does_not_count_neither_marks_nor_reads(
     monkeypatch.setenv(SETTING, json.dumps({POOL: {}}))
     context = _context()
     with caplog.at_level(logging.WARNING):
-        failed_try(context, failure, ends=True)
+        _fail(context, failure, ends=True)
     assert context["ti"].xcom == {} and _trip_logs(caplog) == []
-    failed_try(None, "retryable", ends=True)  # no context: nothing to count
+    _fail(None, "retryable", ends=True)  # no context: nothing to count
 
 
 def test_a_try_of_a_pool_that_is_no_breaker_neither_marks_nor_reads(
@@ -126,8 +131,8 @@ def test_a_try_of_a_pool_that_is_no_breaker_neither_marks_nor_reads(
     monkeypatch.setenv(SETTING, json.dumps({"warehouse": {}}))
     context = _context()
     with caplog.at_level(logging.WARNING):
-        failed_try(context, "retryable", ends=True)
-        failed_try(_context("default_pool"), "unknown", ends=True)
+        _fail(context, "retryable", ends=True)
+        _fail(_context("default_pool"), "unknown", ends=True)
     assert context["ti"].xcom == {} and _trip_logs(caplog) == []
 
 
@@ -135,7 +140,7 @@ def test_the_third_call_refused_since_the_last_success_trips_the_breaker(
     server: Served,
 ) -> None:
     context = _context()
-    failed_try(context, "retryable", ends=False)
+    _fail(context, "retryable", ends=False)
     assert context["ti"].xcom == {}  # a retry follows: its row counts it, no mark needed
     state = _breaker(server.api)
     assert state is not None and (state.phase, state.slots, state.size) == (OPEN, 0, 24)
@@ -154,7 +159,7 @@ def test_the_third_call_refused_since_the_last_success_trips_the_breaker(
 
 def test_a_try_that_ends_failed_marks_its_failure_and_trips_too(server: Served) -> None:
     context = _context()
-    failed_try(context, "unknown", ends=True)
+    _fail(context, "unknown", ends=True)
     assert context["ti"].xcom == {failure_key(POOL): 2}
     state = _breaker(server.api)
     assert state is not None and state.phase == OPEN
@@ -164,7 +169,7 @@ def test_fewer_calls_refused_than_the_trip_leave_the_breaker_closed(
     server: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(SETTING, json.dumps({POOL: {"round": 30, "trip_calls": 4}}))
-    failed_try(_context(), "retryable", ends=False)
+    _fail(_context(), "retryable", ends=False)
     assert _breaker(server.api) == closed()
     assert "PATCH" not in {each.method for each in server.api.received}
 
@@ -174,12 +179,12 @@ def test_no_trip_where_no_controller_runs_the_breaker(
 ) -> None:
     server.api.task_instances = server.api.task_instances[:-1]  # the controller's task is gone
     with caplog.at_level(logging.WARNING):
-        failed_try(_context(), "retryable", ends=False)
+        _fail(_context(), "retryable", ends=False)
     assert _breaker(server.api) == closed()
     assert "no controller runs it" in caplog.text and "the pool is not held" in caplog.text
     server.api.task_instances.append(_controller_running())
     server.api.triggerer_status = "unhealthy"  # nor where no triggerer runs its trigger
-    failed_try(_context(), "retryable", ends=False)
+    _fail(_context(), "retryable", ends=False)
     assert _breaker(server.api) == closed()
 
 
@@ -187,10 +192,10 @@ def test_a_breaker_that_holds_already_or_is_not_watched_is_left_to_its_controlle
     server: Served,
 ) -> None:
     server.api.pools = [pool(POOL, 0, description=opened().described(None))]
-    failed_try(_context(), "retryable", ends=False)
+    _fail(_context(), "retryable", ends=False)
     assert _breaker(server.api) == opened()
     server.api.pools = [pool(POOL, 24, description="no controller wrote here yet")]
-    failed_try(_context(), "retryable", ends=False)
+    _fail(_context(), "retryable", ends=False)
     assert _breaker(server.api) is None
     assert "PATCH" not in {each.method for each in server.api.received}
 
@@ -201,7 +206,7 @@ def test_an_api_that_cannot_be_read_never_raises_into_the_policy(
     server.api.refuse_every_token = True
     context = _context()
     with caplog.at_level(logging.WARNING):
-        failed_try(context, "unknown", ends=True)
+        _fail(context, "unknown", ends=True)
     assert context["ti"].xcom == {failure_key(POOL): 2}  # marked before anything is read
     assert "the failing try could not trip it" in caplog.text
     assert "the controller counts the failure in its next round" in caplog.text
