@@ -608,7 +608,8 @@ RETIRED = {
     "breaker because a gated task runs in it",
     "dependency_round": "the round of each pool in breaker_pools",
     "dependency_trip_tasks": "the trip_calls of each pool in breaker_pools",
-    "dependency_min_probes": "nothing: an open breaker opens one probe slot a round",
+    "dependency_min_probes": "nothing: an open breaker opens one probe slot a round for five "
+    "minutes, then one every three minutes",
     "dependency_window": "nothing: a breaker counts each round since the round before",
 }
 

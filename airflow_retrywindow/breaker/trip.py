@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 
 #: the failure classes that count against the dependency
 COUNTED = frozenset({"retryable", "unknown"})
-#: the states of the controller's task while it runs the breakers
-CONTROLLING = frozenset({"deferred", "running", "queued", "scheduled"})
+#: the states of the controller's task while it runs the breakers (a paused controller's
+#: waits ``scheduled``: it gives nothing back, so nothing is tripped)
+CONTROLLING = frozenset({"deferred", "running", "queued"})
 
 
 @dataclass(frozen=True)
@@ -109,16 +110,18 @@ def failed_try(
     :param context: the failing try's task context.
     :param failure: the class the policy gave the failure.
     :param ends: whether the try ends ``failed`` (no retry follows).
-    :param found: the pool as :func:`read` read it (nothing is done without it).
+    :param found: the pool as :func:`read` read it; without it the failure is only marked.
     """
-    if context is None or found is None or failure not in COUNTED:
+    if context is None or failure not in COUNTED:
         return
-    pool = found.row.name
+    pool = str(context["task"].pool)
     try:
+        if configuration.breaker_pools().of(pool) is None:
+            return
         ti = context["ti"]
-        if ends:
+        if ends:  # through the task's supervisor: even when the REST API cannot be read
             ti.xcom_push(key=failure_key(pool), value=int(ti.try_number))
-        opened = _trip(context, found)
+        opened = _trip(context, found) if found is not None else None
     except Exception as error:
         _cannot(pool, "trip", error)
         return

@@ -155,7 +155,7 @@ def _policy_decision(context: Mapping[str, Any], ti: Any, task: Any) -> Found | 
     notice = from_evidence(latest, str(ti.task_id))
     return Found(
         notices=(notice,),
-        outage=_outage(task, refused=notice.refused),
+        outage=_outage(task, refused=notice.decision == DEADLINE_INFEASIBLE),
         evidence=(
             f"task state store key {EVIDENCE_KEY} and the XCom of that key "
             "(replay the fixture with airflow-retrywindow evaluate)"

@@ -272,9 +272,9 @@ def _outage_lines(outage: Outage) -> list[str]:
     lines = [f"Outage: {outage.line()}."]
     if outage.refused:
         lines.append(
-            "  Deadline missed: this task was held in its pool past its latest start (its "
-            "deadline less one attempt and its validation); it can no longer finish before "
-            "its deadline."
+            "  Deadline missed: this task can no longer finish, validation included, before "
+            "its deadline (held in its pool past its latest start, or its retry's wait while "
+            "the breaker is open does not fit)."
         )
     lines += [
         f"  Told once per outage ({outage.name}): the pool's other failures in it send "

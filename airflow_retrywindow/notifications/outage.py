@@ -52,8 +52,10 @@ class Outage:
 
     @property
     def name(self) -> str:
-        """``positions_api since 2026-12-04 14:00:00Z``: the outage's id."""
-        return f"{self.pool} since {self.state.since.format(UTC_SHOWN)}"
+        """``positions_api since 2026-12-04 14:00:00Z``: the outage's id, from when the
+        breaker began to hold the pool, whatever phases followed."""
+        began = self.state.held_since or self.state.since
+        return f"{self.pool} since {began.format(UTC_SHOWN)}"
 
     @property
     def variable(self) -> str:

@@ -110,6 +110,8 @@ class BreakerState:
     :param by: who set this state: ``controller``, ``on-call``, or the task instance whose
         failure tripped it.
     :param reason: why, in one line.
+    :param held_since: when the breaker last began to hold the pool (it left ``closed``),
+        whatever phases followed; ``None`` while it is closed: the outage's name.
     """
 
     VERSION: ClassVar[int] = 1
@@ -126,6 +128,7 @@ class BreakerState:
     owed: int = 0
     by: str = "controller"
     reason: str = ""
+    held_since: pendulum.DateTime | None = None
 
     @classmethod
     def closed(cls, pool: str, size: int, at: pendulum.DateTime, reason: str) -> BreakerState:
@@ -141,9 +144,10 @@ class BreakerState:
         """This breaker in ``phase`` with ``slots`` from ``at`` (its start kept within a
         phase), checked at ``at``."""
         since = self.since if phase == self.phase else at
+        held = None if phase == CLOSED else (self.held_since or at)
         return replace(
             self, phase=phase, slots=slots, since=since, checked_at=at, by="controller",
-            reason=reason,
+            reason=reason, held_since=held,
         )  # fmt: skip
 
     def words(self) -> str:
@@ -158,7 +162,7 @@ class BreakerState:
     def as_dict(self) -> dict[str, Any]:
         """The state as its JSON holds it."""
         fields = {key: value for key, value in asdict(self).items() if value is not None}
-        for key in ("since", "checked_at", "next_probe"):
+        for key in ("since", "checked_at", "next_probe", "held_since"):
             if key in fields:
                 fields[key] = fields[key].isoformat()
         if self.last_probe is not None:
@@ -206,6 +210,7 @@ class BreakerState:
             owed=_count(value.get("owed", 0)),
             by=_text(value.get("by", "controller")),
             reason=str(value.get("reason", "")),
+            held_since=_instant(value["held_since"]) if value.get("held_since") else None,
         )
         return state
 

@@ -22,7 +22,7 @@ def opened(pool: str = POOL, *, size: int = 24, since: pendulum.DateTime = OPENE
     return BreakerState(
         pool=pool, phase=OPEN, size=size, slots=0, since=since, checked_at=probe, probes=1,
         next_probe=probe + timedelta(seconds=60), last_probe=Probe(probe, STARTED),
-        reason="3 calls refused, none served",
+        reason="3 calls refused, none served", held_since=since,
     )  # fmt: skip
 
 

@@ -64,7 +64,9 @@ def test_an_outage_is_told_by_its_first_failure_and_then_not_again() -> None:
     # the breaker's state moves on within the outage: still the same outage
     probed_later = replace(opened(), probes=5, slots=0, reason="probe 5 of the outage")
     assert not settle(first.entry, Outage(probed_later), by="x").send
-    assert not settle(first.entry, Outage(replace(recovering(), since=OPENED)), by="x").send
+    # and into recovering, as the law moves it: the outage keeps the name it opened with
+    assert recovering().since != OPENED and recovering().held_since == OPENED
+    assert not settle(first.entry, Outage(recovering()), by="x").send
 
 
 def test_the_first_late_start_refusal_of_a_told_outage_is_told_again_once() -> None:
@@ -205,7 +207,7 @@ def test_a_late_start_refusal_is_found_by_its_reason_and_told_as_the_outages_fir
     assert [message.decision for message in sent] == ["wait-backoff", "deadline-infeasible"]
     refusal = sent[1]
     assert "Reason: " + LATE in refusal.text
-    assert "Deadline missed: this task was held in its pool past its latest start" in refusal.text
+    assert "Deadline missed: this task can no longer finish" in refusal.text
     assert "Evidence: the refusal of the retry-start check, in the try's log." in refusal.text
     assert "Affected population: the 40 funds of the positions file" in refusal.text
     assert "run_1" in refusal.text
