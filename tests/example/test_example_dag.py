@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from devstack.fleet_outage import DEMO_DAG, DEMO_ENV, DEMO_MAX_TRY, demo_problems, holds
 
 from devstack import demo
 from devstack.example import (
@@ -33,7 +34,6 @@ from devstack.example import (
     problems,
     xcom,
 )
-from devstack.fleet_outage import DEMO_DAG, DEMO_ENV, DEMO_MAX_TRY, demo_problems, holds
 from devstack.stack import ROOT, AirflowStack, sqlite_stack
 
 PARSE = """

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from airflow_retrywindow.dependency.pool_read import FORCE_VARIABLE
 from airflow_retrywindow.records.dependency_state import CLOSED, OPEN, dependency_of
+
 from airflow_retrywindow.verdicts import DEPENDENCY_HELD
 from tests.gate.gate_runs import ApiServer, dags_test, decisions, gate_env, states, xcom
 
