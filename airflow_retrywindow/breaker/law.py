@@ -54,6 +54,9 @@ EARLY_PROBING = timedelta(minutes=5)
 PROBE_SPACING = timedelta(minutes=3)
 #: the slots a recovering breaker starts from
 RECOVERY_START = 2
+#: rounds in a row of refused calls with none served that open a recovering or limited
+#: breaker: a call that takes longer than a round ends in neither
+QUIET_ROUNDS = 2
 #: who forced a state, as the state keeps it
 ON_CALL = "on-call"
 #: a retry that failed while its breaker is open (it probed, or ran when it opened) waits
@@ -109,6 +112,8 @@ class Step:
 
 def step(state: BreakerState, reading: Reading, settings: BreakerSettings) -> Step:
     """The round's step for ``state`` given ``reading``."""
+    if reading.successes and state.quiet:
+        state = replace(state, quiet=0)
     if reading.forced is not None:
         return _forced(state, reading)
     if state.by == ON_CALL:
@@ -162,8 +167,7 @@ def _closed(state: BreakerState, reading: Reading, settings: BreakerSettings) ->
     if refused >= settings.trip_calls and not served:
         return _opened(state, reading, settings, f"{refused} calls refused, none served")
     if refused >= settings.trip_calls and reading.refused_share > REFUSED_SHARE:
-        slots = max(1, min(state.slots - 1, _served(reading)))
-        return _limit(state, reading, slots, "limited")
+        return _limit(state, reading, "limited")
     return Step(replace(state, checked_at=reading.at))
 
 
@@ -192,22 +196,21 @@ def _open(state: BreakerState, reading: Reading, settings: BreakerSettings) -> S
 
 
 def _recovering(state: BreakerState, reading: Reading, settings: BreakerSettings) -> Step:
-    if _down(state, reading, settings):
-        return _opened(state, reading, settings, "refused again, none served")
+    quiet = _quiet(state, reading, settings)
+    if quiet is not None:
+        return quiet
     if reading.failures and reading.refused_share > REFUSED_SHARE:
-        # at most halved: a refusal while recovering does not start over
-        half = math.ceil(state.slots / 2)
-        return _limit(state, reading, max(half, min(state.slots - 1, _served(reading))), "cut")
+        return _limit(state, reading, "cut")
     slots = min(state.size, 2 * state.slots)
     return _to(state, RECOVERING, slots, reading.at, "nothing refused: twice the slots")
 
 
 def _limited(state: BreakerState, reading: Reading, settings: BreakerSettings) -> Step:
-    if _down(state, reading, settings):
-        return _opened(state, reading, settings, "refused again, none served")
+    quiet = _quiet(state, reading, settings)
+    if quiet is not None:
+        return quiet
     if reading.failures and reading.refused_share > REFUSED_SHARE:
-        slots = max(1, min(state.slots - 1, _served(reading)))
-        return _limit(state, reading, slots, "cut")
+        return _limit(state, reading, "cut")
     owed = max(0, state.owed - reading.successes)
     if owed:
         kept = replace(state, owed=owed, checked_at=reading.at)
@@ -224,7 +227,11 @@ def _to(state: BreakerState, phase: str, slots: int, at: pendulum.DateTime, why:
     return Step(moved, slots=slots if slots != state.slots else None)
 
 
-def _limit(state: BreakerState, reading: Reading, slots: int, verb: str) -> Step:
+def _limit(state: BreakerState, reading: Reading, verb: str) -> Step:
+    """``state`` cut to what the round's successful calls held, never by more than half: a
+    refusal does not start over, and a round's estimate may miss calls still under way."""
+    half = math.ceil(state.slots / 2)
+    slots = max(half, min(state.slots - 1, max(1, round(reading.served))))
     reason = (
         f"{reading.failures} of {reading.failures + reading.successes} calls refused, "
         f"{reading.served:.1f} slots served: {verb} to {slots}"
@@ -244,13 +251,17 @@ def _opened(state: BreakerState, reading: Reading, settings: BreakerSettings, wh
     return Step(opened, slots=0 if state.slots else None)
 
 
-def _down(state: BreakerState, reading: Reading, settings: BreakerSettings) -> bool:
-    """Whether the round's calls were refused with none served: the dependency is down."""
-    return not reading.successes and reading.failures >= min(settings.trip_calls, state.slots)
+def _quiet(state: BreakerState, reading: Reading, settings: BreakerSettings) -> Step | None:
+    """The step of a round whose calls were refused with none served, ``None`` for another.
 
-
-def _served(reading: Reading) -> int:
-    return max(1, round(reading.served))
+    Two such rounds in a row open the breaker: the dependency is down. One alone changes
+    nothing: calls longer than a round may still be served.
+    """
+    if reading.successes or reading.failures < min(settings.trip_calls, state.slots):
+        return None
+    if state.quiet + 1 >= QUIET_ROUNDS:
+        return _opened(state, reading, settings, "refused again, none served")
+    return Step(replace(state, quiet=state.quiet + 1, checked_at=reading.at))
 
 
 def _spacing(open_for: timedelta, settings: BreakerSettings) -> timedelta:

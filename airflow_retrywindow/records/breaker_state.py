@@ -112,6 +112,7 @@ class BreakerState:
     :param reason: why, in one line.
     :param held_since: when the breaker last began to hold the pool (it left ``closed``),
         whatever phases followed; ``None`` while it is closed: the outage's name.
+    :param quiet: rounds in a row whose calls were refused with none served.
     """
 
     VERSION: ClassVar[int] = 1
@@ -129,6 +130,7 @@ class BreakerState:
     by: str = "controller"
     reason: str = ""
     held_since: pendulum.DateTime | None = None
+    quiet: int = 0
 
     @classmethod
     def closed(cls, pool: str, size: int, at: pendulum.DateTime, reason: str) -> BreakerState:
@@ -147,7 +149,7 @@ class BreakerState:
         held = None if phase == CLOSED else (self.held_since or at)
         return replace(
             self, phase=phase, slots=slots, since=since, checked_at=at, by="controller",
-            reason=reason, held_since=held,
+            reason=reason, held_since=held, quiet=0,
         )  # fmt: skip
 
     def words(self) -> str:
@@ -211,6 +213,7 @@ class BreakerState:
             by=_text(value.get("by", "controller")),
             reason=str(value.get("reason", "")),
             held_since=_instant(value["held_since"]) if value.get("held_since") else None,
+            quiet=_count(value.get("quiet", 0)),
         )
         return state
 

@@ -41,9 +41,9 @@ SLOTS = 16
 SERVED = 4
 SERVED_LATER = 2
 BROWNOUT = 300.0
-#: a served call takes long enough that the fleet outlasts the brownout
-SERVE = 15.0
-MAP_INDEXES = 30
+#: a served call, well within a round; the fleet outlasts the brownout
+SERVE = 5.0
+MAP_INDEXES = 50
 RUN_TIMEOUT = 1200
 #: the rounds the issue allows the breaker to settle in, after a change of what is served
 SETTLE_ROUNDS = 3

@@ -235,3 +235,20 @@ def test_a_retry_that_failed_while_the_breaker_is_open_waits_for_the_probes_to_r
     later = START.add(minutes=10)
     assert open_wait(opened, later, SETTINGS) == PROBE_ROTATION * PROBE_SPACING.total_seconds()
     assert open_wait(replace(opened, phase=LIMITED), later, SETTINGS) is None
+
+
+def test_one_round_of_refusals_with_none_served_does_not_open_a_limited_breaker_two_do() -> None:
+    limited = replace(watching(), phase=LIMITED, slots=4, owed=10)
+    # calls longer than a round: none ended served this round, four were refused
+    quiet = Reading(START.add(seconds=15), 4, 4, successes=0, failures=4, served=0.0)
+    once = step(limited, quiet, SETTINGS)
+    assert (once.state.phase, once.state.slots, once.slots, once.state.quiet) == (
+        LIMITED,
+        4,
+        None,
+        1,
+    )
+    served = Reading(START.add(seconds=30), 4, 4, successes=3, failures=0, served=3.5)
+    assert step(once.state, served, SETTINGS).state.quiet == 0
+    twice = step(once.state, replace(quiet, at=START.add(seconds=30)), SETTINGS)
+    assert (twice.state.phase, twice.slots) == (OPEN, 0)
