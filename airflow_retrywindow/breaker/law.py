@@ -131,12 +131,15 @@ def tripped(
 
     A try whose failure counts against the dependency opens a closed breaker at once, in
     its own process and before its slot is freed, when ``refused`` (itself included)
-    calls were refused since the pool's last success, at least ``trip_calls``.
+    calls were refused since the pool's last success: a pool's worth of them, and at
+    least ``trip_calls``. A dependency that serves part of the load serves a call now and
+    then among its refusals, which starts the count again: the controller's round, which
+    sees what was served, limits the pool instead.
 
     :param refused: the calls refused since the pool's last success, this one included.
     :param by: the task instance, as the state names who changed it.
     """
-    if state.phase != CLOSED or refused < settings.trip_calls:
+    if state.phase != CLOSED or refused < max(settings.trip_calls, state.slots):
         return None
     reason = f"{refused} calls refused since the pool's last success; tripped by {by}"
     opened = state.moved(OPEN, 0, at, reason)

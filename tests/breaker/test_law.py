@@ -180,8 +180,11 @@ def test_a_breaker_limited_to_the_pools_size_closes() -> None:
 
 def test_a_failing_try_trips_a_closed_breaker_once_enough_were_refused() -> None:
     at = START.add(seconds=3)
-    assert tripped(watching(), 2, at, "load[3]", SETTINGS) is None
-    found = tripped(watching(), 3, at, "load[3]", SETTINGS)
+    # a pool's worth of calls refused with none served between them, at least trip_calls
+    assert tripped(watching(2), 2, at, "load[3]", SETTINGS) is None
+    assert tripped(watching(24), 23, at, "load[3]", SETTINGS) is None
+    assert tripped(watching(24), 24, at, "load[3]", SETTINGS) is not None
+    found = tripped(watching(), 24, at, "load[3]", SETTINGS)
     assert found is not None
     assert (found.phase, found.slots, found.size, found.by) == (OPEN, 0, 24, "load[3]")
     recovering = replace(watching(), phase=RECOVERING, slots=4)

@@ -66,7 +66,8 @@ def _controller_running() -> dict[str, Any]:
 def api() -> FakeAirflowApi:
     """A breaker pool, closed, two calls refused since its last success, a controller."""
     return FakeAirflowApi(
-        pools=[pool(POOL, 24, description=closed().described("Positions API"))],
+        # a pool of three slots: three calls refused since its last success are a pool's worth
+        pools=[pool(POOL, 3, description=closed(size=3).described("Positions API"))],
         task_instances=[
             _ended("up_for_retry", 3),
             _ended("up_for_retry", 8),
@@ -143,7 +144,7 @@ def test_the_third_call_refused_since_the_last_success_trips_the_breaker(
     _fail(context, "retryable", ends=False)
     assert context["ti"].xcom == {}  # a retry follows: its row counts it, no mark needed
     state = _breaker(server.api)
-    assert state is not None and (state.phase, state.slots, state.size) == (OPEN, 0, 24)
+    assert state is not None and (state.phase, state.slots, state.size) == (OPEN, 0, 3)
     assert state.by == "positions.call[7] (manual__1)"
     assert state.reason == (
         "3 calls refused since the pool's last success; tripped by positions.call[7] (manual__1)"
@@ -170,7 +171,7 @@ def test_fewer_calls_refused_than_the_trip_leave_the_breaker_closed(
 ) -> None:
     monkeypatch.setenv(SETTING, json.dumps({POOL: {"round": 30, "trip_calls": 4}}))
     _fail(_context(), "retryable", ends=False)
-    assert _breaker(server.api) == closed()
+    assert _breaker(server.api) == closed(size=3)
     assert "PATCH" not in {each.method for each in server.api.received}
 
 
@@ -180,12 +181,12 @@ def test_no_trip_where_no_controller_runs_the_breaker(
     server.api.task_instances = server.api.task_instances[:-1]  # the controller's task is gone
     with caplog.at_level(logging.WARNING):
         _fail(_context(), "retryable", ends=False)
-    assert _breaker(server.api) == closed()
+    assert _breaker(server.api) == closed(size=3)
     assert "no controller runs it" in caplog.text and "the pool is not held" in caplog.text
     server.api.task_instances.append(_controller_running())
     server.api.triggerer_status = "unhealthy"  # nor where no triggerer runs its trigger
     _fail(_context(), "retryable", ends=False)
-    assert _breaker(server.api) == closed()
+    assert _breaker(server.api) == closed(size=3)
 
 
 def test_a_breaker_that_holds_already_or_is_not_watched_is_left_to_its_controller(
