@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -218,9 +219,77 @@ def test_the_exceptions_raised_are_those_the_task_runner_catches(name: str) -> N
     assert all(cls is getattr(version_compat, name) for cls in caught)
 
 
+@pytest.mark.parametrize("name", sorted(version_compat.MOVED))
+def test_every_moved_name_is_where_this_airflow_keeps_it(name: str) -> None:
+    module = version_compat.module_of(name)
+    found = getattr(version_compat, name)
+    if module is None:  # not in this Airflow yet: its stand-in
+        assert found is version_compat.MISSING[name]
+    else:
+        assert found is getattr(importlib.import_module(module), name)
+
+
+def test_metrics_go_through_a_stats_that_counts_and_gauges() -> None:
+    # Airflow 3.2's airflow.sdk.observability.stats module has neither: its Stats has both
+    assert callable(version_compat.Stats.incr) and callable(version_compat.Stats.gauge)
+
+
 def test_the_configuration_is_airflows() -> None:
     # Airflow's own default, read through the configuration of this minor
     assert version_compat.conf.getint("core", "max_task_retry_delay") == 86400
+
+
+#: a fresh interpreter: every log record kept from its first line, the imports given in
+#: argv[1] run, then what was logged at WARNING or above printed
+LOGGED_ON_IMPORT = """
+import json, logging, sys
+
+kept = []
+
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        kept.append(record)
+
+
+logging.getLogger().addHandler(Keep())
+logging.getLogger().setLevel(logging.DEBUG)
+exec(sys.argv[1])
+print(json.dumps([
+    {"level": record.levelname, "logger": record.name, "message": record.getMessage(),
+     "traceback": record.exc_info is not None}
+    for record in kept if record.levelno >= logging.WARNING
+]))
+"""
+#: a value the settings check refuses, so that its one ERROR shows that it ran
+BAD_SETTING = {"AIRFLOW__RETRY_WINDOW__SENSOR_SHORT_WAIT": "soon"}
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        # a DAG file (or a DAG-integrity test) that names the policy before Airflow
+        "from airflow_retrywindow import RetryWindowPolicy",
+        "import airflow\nfrom airflow_retrywindow import RetryWindowPolicy",
+    ],
+)
+def test_importing_the_package_in_any_order_logs_only_the_settings_check(imports: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LOGGED_ON_IMPORT, imports],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **BAD_SETTING},
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    logged = json.loads(done.stdout.strip().splitlines()[-1])
+    # Airflow loads the cluster policy, whose settings check reports the bad value: nothing
+    # else, and no traceback
+    assert [(entry["level"], entry["traceback"]) for entry in logged] == [("ERROR", False)], logged
+    assert "sensor_short_wait" in logged[0]["message"]
+    assert logged[0]["logger"] == "airflow_retrywindow.policies.cluster_policy"
 
 
 def test_only_the_version_module_reads_the_version() -> None:
