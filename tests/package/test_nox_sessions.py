@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -65,3 +66,21 @@ def test_the_older_minors_run_the_gates_fail_closed_path_and_its_metrics(
         "--deselect=tests/ui/test_view_on_airflow.py::"
         "test_refused_task_shows_its_decision_and_timeline_in_a_browser"
     ]
+
+
+#: the pair `make test` runs, beside the sessions: every test on Airflow 3.3 and Python 3.11
+SUITE = ("3.3", "3.11")
+
+
+def _published_pairs() -> set[tuple[str, str]]:
+    """The (Airflow minor, Python) pairs the package's index page says are tested."""
+    text = (ROOT / "docs" / "pypi-description.md").read_text()
+    section = text.split("## Requirements", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (3\.\d+)\.\d+ \| ([0-9., ]+) \|", section, re.MULTILINE)
+    return {(airflow, python.strip()) for airflow, pythons in rows for python in pythons.split(",")}
+
+
+def test_the_index_page_claims_tested_only_the_pairs_something_runs(noxfile: ModuleType) -> None:
+    # Airflow 3.3 on Python 3.10 installs, but no session runs it
+    run = {(minor.airflow, minor.python) for minor in noxfile.MINORS} | {SUITE}
+    assert _published_pairs() == run
