@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -152,6 +153,21 @@ def __getattr__(name: str) -> Any:
     return found
 
 
+@functools.cache
+def builtin_deadline_references() -> frozenset[type]:
+    """The classes of the Task SDK's own deadline references, made through
+    ``DeadlineReference``'s public names (a subclass of one is custom code)."""
+    reference = __getattr__("DeadlineReference")
+    made = [
+        reference.DAGRUN_LOGICAL_DATE,
+        reference.DAGRUN_QUEUED_AT,
+        reference.FIXED_DATETIME(datetime(2000, 1, 1, tzinfo=timezone.utc)),
+    ]
+    if AIRFLOW_V_3_2_PLUS:  # the average runtime arrived in 3.2
+        made.append(reference.AVERAGE_RUNTIME())
+    return frozenset(type(built) for built in made)
+
+
 def xcom_key_filter(prefix: str) -> dict[str, Any]:
     """The query parameters that list the XCom keys starting with ``prefix``.
 
@@ -190,6 +206,7 @@ __all__ = [
     "RetryPolicy",
     "Stats",
     "TaskDeferred",
+    "builtin_deadline_references",
     "conf",
     "installed_version",
     "missing_retry_policies",

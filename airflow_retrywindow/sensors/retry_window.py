@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pendulum
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.providers.standard.utils.skipmixin import SkipMixin
-from airflow.sdk import BaseSensorOperator
-from airflow.sdk.bases.sensor import PokeReturnValue
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_retrywindow import configuration, metrics, scheduler_race, version_compat
 from airflow_retrywindow.gate.decide import WAIT_BACKOFF
