@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -16,17 +17,19 @@ from tests.package.test_import_cycles import PACKAGE
 ROOT = PACKAGE.parent
 
 
-@pytest.fixture
-def noxfile(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """noxfile.py, loaded as nox loads it; the PATH it extends is put back after the test."""
+@pytest.fixture(scope="module")
+def noxfile() -> Iterator[ModuleType]:
+    """noxfile.py, loaded once as nox loads it (it registers its sessions); the PATH it
+    extends is put back after the module's tests."""
     pytest.importorskip("nox")
-    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))
-    spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "noxfile", module)  # its dataclasses look it up
-    spec.loader.exec_module(module)
-    return module
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", os.environ.get("PATH", ""))
+        spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        patch.setitem(sys.modules, "noxfile", module)  # its dataclasses look it up
+        spec.loader.exec_module(module)
+        yield module
 
 
 def _report(folder: Path, *, tests: int, skipped: int, failures: int = 0) -> Path:
