@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from airflow_retrywindow import version_compat
+from tests.package import version_decisions
 from tests.package.test_import_cycles import PACKAGE
 
 ROOT = PACKAGE.parent
@@ -31,7 +32,6 @@ NEED_3_3_TO_USE = frozenset(
     {
         "airflow_retrywindow/policies/classify.py",
         "airflow_retrywindow/policies/composition.py",
-        "airflow_retrywindow/policies/reconcile.py",
     }
 )
 #: names imported only where the caller says Airflow is 3.3 or newer (the view's task state
@@ -269,8 +269,8 @@ BAD_SETTING = {"AIRFLOW__RETRY_WINDOW__SENSOR_SHORT_WAIT": "soon"}
     "imports",
     [
         # a DAG file (or a DAG-integrity test) that names the policy before Airflow
-        "from airflow_retrywindow import RetryWindowPolicy",
-        "import airflow\nfrom airflow_retrywindow import RetryWindowPolicy",
+        "from airflow_retrywindow import RetryWindowPolicy\nfrom airflow.sdk import DAG",
+        "from airflow.sdk import DAG\nfrom airflow_retrywindow import RetryWindowPolicy",
     ],
 )
 def test_importing_the_package_in_any_order_logs_only_the_settings_check(imports: str) -> None:
@@ -292,17 +292,60 @@ def test_importing_the_package_in_any_order_logs_only_the_settings_check(imports
     assert logged[0]["logger"] == "airflow_retrywindow.policies.cluster_policy"
 
 
-def test_only_the_version_module_reads_the_version() -> None:
-    readers = sorted(
-        str(path.relative_to(ROOT))
-        for path in PACKAGE.rglob("*.py")
-        if any(
-            word in path.read_text()
-            for word in (
-                '"apache-airflow-core"',
-                "from airflow import __version__",
-                "airflow.__version__",
-            )
-        )
+def test_only_the_version_module_decides_by_a_version() -> None:
+    found = [
+        f"{where}:{line}: {what}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (where := str(path.relative_to(ROOT))) != version_decisions.VERSION_MODULE
+        for line, what in version_decisions.decisions(where, path.read_text(encoding="utf-8"))
+    ]
+    assert found == [], (
+        "decided by a version outside airflow_retrywindow/version_compat.py (ask it there):\n"
+        + "\n".join(found)
     )
-    assert readers == ["airflow_retrywindow/version_compat.py"]
+
+
+PLANTED_MODULE = "airflow_retrywindow/planted.py"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from airflow import __version__\n",
+        "import airflow\n\nNEW = airflow.__version__ >= '3.3'\n",
+        "from importlib.metadata import version\n\nV = version('apache-airflow-core')\n",
+        "from packaging.version import Version\n",
+        "import re\n\nVERSION = re.compile(r'(\\d+)\\.(\\d+)')\n",
+        "def release(text):\n    return tuple(int(part) for part in text.split('.'))\n",
+        "def release(text):\n    return list(map(int, text.split('.')))\n",
+        "def new(release):\n    return release >= (3, 3)\n",
+        "def new(text):\n    return text.startswith('3.3')\n",
+        # a switch on what this Airflow can import
+        "try:\n    from airflow.sdk import RetryPolicy\nexcept ImportError:\n    RetryPolicy = 0\n",
+        "def chains():\n    try:\n        import airflow.sdk\n"
+        "    except ModuleNotFoundError:\n        return False\n    return True\n",
+    ],
+)
+def test_the_guard_finds_a_planted_version_decision(source: str) -> None:
+    assert version_decisions.decisions(PLANTED_MODULE, source), source
+
+
+def test_an_import_switch_is_allowed_in_its_one_listed_use_only() -> None:
+    where, function = "airflow_retrywindow/policies/failures.py", "_resolve"
+    assert (where, function) in version_decisions.IMPORT_SWITCHES
+    source = (
+        f"def {function}(path):\n    try:\n        pass\n    except ImportError:\n        pass\n"
+    )
+    assert version_decisions.decisions(where, source) == []
+    assert version_decisions.decisions(PLANTED_MODULE, source) == [
+        (4, "switches on an import: except ImportError")
+    ]
+
+
+def test_each_listed_import_switch_is_one_the_package_has() -> None:
+    stale = [
+        f"{where}: {function}"
+        for where, function in version_decisions.IMPORT_SWITCHES
+        if f"def {function}(" not in (ROOT / where).read_text(encoding="utf-8")
+    ]
+    assert stale == []
