@@ -13,9 +13,11 @@ import json
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import pytest
 
 from airflow_retrywindow import version_compat
@@ -232,6 +234,24 @@ def test_every_moved_name_is_where_this_airflow_keeps_it(name: str) -> None:
 def test_metrics_go_through_a_stats_that_counts_and_gauges() -> None:
     # Airflow 3.2's airflow.sdk.observability.stats module has neither: its Stats has both
     assert callable(version_compat.Stats.incr) and callable(version_compat.Stats.gauge)
+
+
+def test_a_dag_alert_on_the_logical_date_is_computed_on_every_minor() -> None:
+    # on 3.1 every reference was taken for a custom one, and refused
+    from airflow.sdk import DAG
+    from airflow.sdk.definitions.deadline import AsyncCallback, DeadlineAlert
+
+    from airflow_retrywindow import Deadline
+
+    logical = pendulum.datetime(2026, 12, 1, tz="UTC")
+    alert = DeadlineAlert(
+        reference=version_compat.DeadlineReference.DAGRUN_LOGICAL_DATE,
+        interval=timedelta(hours=30),
+        callback=AsyncCallback("tests.policy.deadline_dags.never_called"),
+    )
+    dag = DAG("rw_alert_on_every_minor", schedule=None, start_date=logical, deadline=alert)
+    resolved = Deadline.dag_alert().resolve({"dag": dag, "logical_date": logical})
+    assert resolved == logical.add(hours=30)
 
 
 def test_the_configuration_is_airflows() -> None:
