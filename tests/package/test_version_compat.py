@@ -344,6 +344,7 @@ PLANTED_MODULE = "airflow_retrywindow/planted.py"
         "try:\n    from airflow.sdk import RetryPolicy\nexcept ImportError:\n    RetryPolicy = 0\n",
         "def chains():\n    try:\n        import airflow.sdk\n"
         "    except ModuleNotFoundError:\n        return False\n    return True\n",
+        "import airflow.sdk\n\nCHAINS = hasattr(airflow.sdk, 'ChainRetryPolicy')\n",
     ],
 )
 def test_the_guard_finds_a_planted_version_decision(source: str) -> None:

@@ -10,7 +10,7 @@ A decision by Airflow's version (or any version) is reported where a module:
   (``==``, ``startswith``);
 * switches on an import: an ``except ImportError`` (or ``ModuleNotFoundError``) that is not
   one of :data:`IMPORT_SWITCHES`, where what fails to import is no part of Airflow's
-  version.
+  version; or on what one of Airflow's modules has (``hasattr(airflow.sdk, ...)``).
 """
 
 from __future__ import annotations
@@ -121,6 +121,9 @@ class _Reader(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        owner = ast.unparse(node.args[0]) if node.args else ""
+        if name in ("hasattr", "getattr") and owner.split(".", 1)[0] == "airflow":
+            self._report(node, f"switches on what Airflow has: {ast.unparse(node)}")
         if name == "startswith" and any(_written_version(arg) for arg in node.args):
             self._report(node, f"compares a version: {ast.unparse(node)}")
         to_int = name == "map" and bool(node.args) and ast.unparse(node.args[0]) == "int"
