@@ -17,8 +17,9 @@ uv (the dev group's) with that minor's constraints file:
     nox -s airflow-3.2 -- -k sensor    # what follows -- goes to pytest
 
 Tests that need Airflow 3.3 (``requires_airflow_3_3``) skip on older minors with the
-reason. Each session prints one line, ``Airflow 3.1.8 on Python 3.10: N passed ... in S s``,
-and appends it to ``.test-runs/airflow-versions.txt``, which CI (``.ci/run``) prints.
+reason; a session in which no test passed (every one skipped) fails. Each session prints
+one line, ``Airflow 3.1.8 on Python 3.10: N passed ... in S s``, and appends it to
+``.test-runs/airflow-versions.txt``, which CI (``.ci/run``) prints.
 
 Beside the suite in CI each older minor's session takes 5 to 7 minutes, most of it
 waiting out the sensors' backoffs; Airflow 3.3's, which ran the same subset and the policy
