@@ -34,6 +34,10 @@ test checked it too.
   says which keys Airflow counts as sensitive. Read from the source (not
   imported) in a process that has not loaded Airflow, where importing it would
   cost seconds. Since 3.1.
+* **the secrets masker's redaction** (``redact`` of
+  ``airflow.sdk._shared.secrets_masker``): the SDK's public ``mask_secret`` registers a
+  value, but only its log pipeline applies the masker; no public name masks a text the
+  package stores (a decision's evidence, an error it keeps). Since 3.1.
 * **the task runner's channel to its supervisor** (``SUPERVISOR_COMMS`` of
   ``airflow.sdk.execution_time.task_runner``, and the supervisor's
   ``InProcessSupervisorComms``): whether this process runs a task under a
@@ -55,6 +59,13 @@ test checked it too.
   DAG's serialization): which tasks of a run carry the Retry window link, read
   from the stored serialization without deserializing the whole DAG in the API
   server. Since 3.1.
+* **the API server's request session and DAG access** (``SessionDep`` of
+  ``airflow.api_fastapi.common.db.common``, ``requires_access_dag`` of
+  ``airflow.api_fastapi.core_api.security``): the Retry window view's routes read with the
+  request's metadata DB session and let in only a user who may read the DAG's runs, task
+  instances and XComs, as Airflow's own routes do. A plugin's FastAPI app is public, and
+  so is the auth manager's ``is_authorized_dag``, but only these resolve the request's
+  user from its session cookie or bearer token. Since 3.1.
 * **the metadata DB's ORM models** (``DagRun``, ``TaskInstance``, ``Pool``,
   ``XComModel``, ``SerializedDagModel``, and from 3.3 ``TaskStateStoreModel``): the
   Retry window view runs inside the API server and reads what the policy, the gates
@@ -227,6 +238,21 @@ def metadata_tables(*, task_state_store: bool) -> MetadataTables:
     return MetadataTables(DagRun, TaskInstance, Pool, XComModel, SerializedDagModel, store)
 
 
+def api_session() -> Any:
+    """The API server's metadata DB session of a request, as a route's annotated argument."""
+    from airflow.api_fastapi.common.db.common import SessionDep
+
+    return SessionDep
+
+
+def dag_read_access(entity: Any) -> Any:
+    """The API server's check that a request's user may read the DAG's ``entity``, as a
+    route's dependency (a 403 otherwise)."""
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+
+    return requires_access_dag("GET", entity)
+
+
 def bigquery_job(task: Any) -> Any:
     """The job Google's BigQuery operator just read, ``None`` for any other operator."""
     return getattr(task, "_job", None)
@@ -260,6 +286,11 @@ def default_sensitive_names() -> frozenset[str]:
     raise AirflowInternalsError(
         f"Airflow's {MASKER_NAMES} not found: no {MASKER_SOURCE} in {roots}"
     )
+
+
+def masked(text: str) -> Any:
+    """``text`` with every value Airflow's masker knows (``mask_secret``) masked."""
+    return importlib.import_module(MASKER_MODULE).redact(text)
 
 
 def _literal_names(source: Path) -> frozenset[str]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -406,23 +407,20 @@ def counts_gate_errors(by: str) -> Callable[[Method], Method]:
 
 
 def send(metrics: Iterable[Metric]) -> None:
-    """Hand ``metrics`` to Airflow's ``Stats``; nothing happens without Airflow.
+    """Hand ``metrics`` to Airflow's ``Stats``; nothing happens in a process without Airflow.
 
     :raises Exception: whatever the metrics backend raises; callers use the safe senders.
     """
-    try:
-        from airflow_retrywindow.version_compat import airflow_stats
-    except ImportError:  # no Airflow here
-        return
-    stats = airflow_stats()
-    if stats is None:
-        return
+    if "airflow" not in sys.modules:
+        return  # nothing set metrics up in a process that never loaded Airflow
+    from airflow_retrywindow.version_compat import Stats
+
     for metric in metrics:
         tags = dict(metric.tags)
         if metric.kind == GAUGE:
-            stats.gauge(metric.name, metric.value, tags=tags)
+            Stats.gauge(metric.name, metric.value, tags=tags)
         else:
-            stats.incr(metric.name, metric.value, tags=tags)
+            Stats.incr(metric.name, metric.value, tags=tags)
 
 
 def _send_safely(build: Callable[[], list[Metric]]) -> None:

@@ -30,6 +30,7 @@ import sys
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from airflow_retrywindow import airflow_internals
 from airflow_retrywindow.credential_names import CredentialNamesError, is_credential_name
 from airflow_retrywindow.credential_values import credential_spans
 
@@ -100,13 +101,9 @@ def _masked(text: str) -> str:
         # (the command line, the gate's stages on their own): they stay free of Airflow
         return text
     try:
-        from airflow.sdk.log import redact  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - a broken install: nothing to mask with
-        return text
-    try:
-        return str(redact(text))
+        return str(airflow_internals.masked(text))
     except Exception:
-        # a masker that cannot run must not let the text through unmasked
+        # a masker that cannot run (or be found) must not let the text through unmasked
         return MASK
 
 

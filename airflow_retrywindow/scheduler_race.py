@@ -16,37 +16,20 @@ Airflow's own issues, by the state the scheduler finds:
 * ``queued``: apache/airflow#67287, open;
 * ``running``: apache/airflow#72716 and #71580, open against 3.3.
 
-:func:`race_open` says whether an Airflow version is one these leave open: there
-a deferrable ``RetryWindowSensor`` sleeps a short wait in the worker instead of
-deferring it. Imports no Airflow.
+:func:`race_open` says whether a scheduler leaves it open: there a deferrable
+``RetryWindowSensor`` sleeps a short wait in the worker instead of deferring it. What
+counts is the scheduler's Airflow, as the API server reports it, not the worker's: a
+worker may run another Airflow than the scheduler. While an issue has no fixed release,
+every scheduler has the race and nothing is asked. The versions are compared by
+:mod:`~airflow_retrywindow.version_compat`, which alone reads one. Imports no Airflow.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-#: a release number, and what follows it: ``3.3.2``, ``3.2.2rc1``, ``3.4.0.dev0+local``
-_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(.*)", re.DOTALL)
-#: what may follow a release number without making it an earlier build
-_FINAL_SUFFIX = re.compile(r"(\.?post\d*)?(\+.*)?", re.DOTALL)
-
-#: a release, and whether it is that release itself (not a pre-release or a development build)
-Release = tuple[tuple[int, int, int], bool]
-
-
-def parse_version(text: str) -> Release | None:
-    """``text`` as a comparable release, ``None`` when it is not an Airflow version.
-
-    A pre-release or a development build (``3.2.2rc1``, ``3.2.2.dev0``) comes
-    before its release: it may not have the release's fix yet.
-    """
-    found = _VERSION.fullmatch(text.strip()) if isinstance(text, str) else None
-    if found is None:
-        return None
-    major, minor, patch, rest = found.groups()
-    final = _FINAL_SUFFIX.fullmatch(rest) is not None
-    return (int(major), int(minor), int(patch or 0)), final
+from airflow_retrywindow import version_compat
 
 
 @dataclass(frozen=True)
@@ -67,10 +50,11 @@ class RaceIssue:
         """The issue's address."""
         return f"https://github.com/apache/airflow/issues/{self.number}"
 
-    def open_in(self, version: Release) -> bool:
-        """Whether Airflow ``version`` still has this variant of the race."""
-        fixed = parse_version(self.fixed_in) if self.fixed_in else None
-        return fixed is None or version < fixed
+    def open_in(self, scheduler_version: str) -> bool:
+        """Whether a scheduler of ``scheduler_version`` still has this variant of the race."""
+        return self.fixed_in is None or not version_compat.scheduler_fixed(
+            self.fixed_in, scheduler_version
+        )
 
 
 ISSUES = (
@@ -81,18 +65,27 @@ ISSUES = (
 )
 
 
-def open_issues(airflow_version: str) -> tuple[RaceIssue, ...]:
-    """The issues still open in ``airflow_version``; all of them for a version not understood.
+def open_issues(scheduler_version: str) -> tuple[RaceIssue, ...]:
+    """The issues still open in a scheduler of ``scheduler_version``; all of them for a
+    version not understood.
 
-    :param airflow_version: e.g. ``"3.3.2"``; a version that cannot be read is
-        taken to have the race (the workaround costs a short sleep, the race a failed try).
+    :param scheduler_version: e.g. ``"3.3.2"``; a version that cannot be read is taken to
+        have the race (the workaround costs a short sleep, the race a failed try).
     """
-    version = parse_version(airflow_version)
-    if version is None:
-        return ISSUES
-    return tuple(issue for issue in ISSUES if issue.open_in(version))
+    return tuple(issue for issue in ISSUES if issue.open_in(scheduler_version))
 
 
-def race_open(airflow_version: str) -> bool:
-    """Whether the scheduler of ``airflow_version`` can fail a try that handed itself back."""
-    return bool(open_issues(airflow_version))
+def race_open(scheduler_version: Callable[[], str]) -> bool:
+    """Whether the scheduler can fail a try that handed itself back.
+
+    :param scheduler_version: reads the scheduler's Airflow version (the API server's
+        answer); called only once every issue has a fixed release. A read that fails
+        leaves the race open.
+    """
+    if any(issue.fixed_in is None for issue in ISSUES):
+        return True
+    try:
+        version = scheduler_version()
+    except Exception:
+        return True
+    return bool(open_issues(version))

@@ -162,9 +162,7 @@ def _mapped_group_id(task: Any) -> str | None:
 
 def is_mapped(task: Any) -> bool:
     """Whether the task's instances carry map indexes: mapped, or in a mapped task group."""
-    from airflow.sdk.definitions.mappedoperator import MappedOperator
-
-    return isinstance(task, MappedOperator) or task.get_closest_mapped_task_group() is not None
+    return bool(task.is_mapped) or task.get_closest_mapped_task_group() is not None
 
 
 def mapped_settings_problem(task: Any) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import pendulum
-from airflow.sdk.bases.notifier import BaseNotifier
+from airflow.sdk import BaseNotifier
 from markupsafe import Markup
 
 from airflow_retrywindow.exceptions import InvalidNotifier

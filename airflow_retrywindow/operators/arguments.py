@@ -11,6 +11,7 @@ Like :mod:`~airflow_retrywindow.gate.run`, importing this imports no Airflow.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -278,4 +279,8 @@ def approval_argument(
 
 
 def _is_xcom_arg(value: object) -> bool:
-    return type(value).__module__.startswith("airflow.sdk.definitions.xcom_arg")
+    if "airflow.sdk" not in sys.modules:
+        return False  # no XComArg exists in a process that never loaded the Task SDK
+    from airflow.sdk import XComArg
+
+    return isinstance(value, XComArg)

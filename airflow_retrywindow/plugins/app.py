@@ -1,9 +1,10 @@
 """The Retry window view's routes: a FastAPI application the API server mounts.
 
 Every route is behind Airflow's own authentication and DAG-level authorization
-(``requires_access_dag``): the UI's iframe sends the session cookie, API clients
-send a bearer token, and a user who may not read the DAG's runs, task instances
-and XComs gets a 403 before anything of the DAG is looked up.
+(``requires_access_dag``, through :mod:`~airflow_retrywindow.airflow_internals`): the
+UI's iframe sends the session cookie, API clients send a bearer token, and a user who may
+not read the DAG's runs, task instances and XComs gets a 403 before anything of the DAG is
+looked up.
 
 Both pages show the run's breaker pools first: each one's breaker, as its description
 holds it (:mod:`~airflow_retrywindow.plugins.breaker_rows`).
@@ -21,14 +22,12 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-from airflow.api_fastapi.common.db.common import SessionDep
-from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response, status
 
-from airflow_retrywindow import configuration
+from airflow_retrywindow import airflow_internals, configuration
 from airflow_retrywindow.exceptions import RecordError
 from airflow_retrywindow.links.addresses import MAP_INDEX_PLACEHOLDER, ViewLinks
 from airflow_retrywindow.plugins.breaker_rows import Breakers, breakers, unknown_pool_note
@@ -60,11 +59,16 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session as SessionDep
+else:
+    # a route's argument FastAPI fills with the request's session (the API server's own)
+    SessionDep = airflow_internals.api_session()
+
 # the view shows runs, task instances and what they stored in XCom
 _READ = [
-    Depends(requires_access_dag("GET", DagAccessEntity.RUN)),
-    Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE)),
-    Depends(requires_access_dag("GET", DagAccessEntity.XCOM)),
+    Depends(airflow_internals.dag_read_access(entity))
+    for entity in (DagAccessEntity.RUN, DagAccessEntity.TASK_INSTANCE, DagAccessEntity.XCOM)
 ]
 _MAP_INDEX = Annotated[str, Query(description="the task instance's map index; -1 when not mapped")]
 _PAGE = Annotated[str, Query(description="which page of a summarised list, from 1")]

@@ -46,9 +46,9 @@ DEFAULT_STATUS_READ_TIMEOUT = timedelta(seconds=30)
 
 def resumable(task: Any) -> bool:
     """Whether ``task`` keeps its remote job's id for the next try (a durable resumable job)."""
-    try:
-        from airflow.sdk import ResumableJobMixin
-    except ImportError:  # an Airflow without AIP-103 has no such operators
+    from airflow_retrywindow.version_compat import ResumableJobMixin
+
+    if ResumableJobMixin is None:  # an Airflow before 3.3 (AIP-103) has no such operators
         return False
     return isinstance(task, ResumableJobMixin) and bool(getattr(task, "durable", True))
 

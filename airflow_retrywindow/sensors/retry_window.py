@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pendulum
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.providers.standard.utils.skipmixin import SkipMixin
-from airflow.sdk import BaseSensorOperator
-from airflow.sdk.bases.sensor import PokeReturnValue
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_retrywindow import configuration, metrics, scheduler_race, version_compat
+from airflow_retrywindow import configuration, metrics, scheduler_race
 from airflow_retrywindow.gate.decide import WAIT_BACKOFF
 from airflow_retrywindow.gate.estimates import GivenEstimate, estimate_problems
 from airflow_retrywindow.gate.run import GateDecision
@@ -35,19 +35,19 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-def short_wait(airflow_version: str | None = None) -> timedelta:
+def short_wait(scheduler_version: Callable[[], str]) -> timedelta:
     """The wait a deferrable sensor sleeps in the worker instead of deferring it.
 
-    ``[retry_window] sensor_short_wait`` on an Airflow whose scheduler can fail a
-    task whose trigger fires before it has taken in the exit of the try that
-    deferred (seen a few seconds after it under load: "finished with state success,
-    but the task instance's state attribute is queued"; :mod:`~airflow_retrywindow.scheduler_race`);
-    nothing on an Airflow that has the fixes: every wait is deferred there.
+    ``[retry_window] sensor_short_wait`` where the scheduler can fail a task whose
+    trigger fires before it has taken in the exit of the try that deferred (seen a few
+    seconds after it under load: "finished with state success, but the task instance's
+    state attribute is queued"; :mod:`~airflow_retrywindow.scheduler_race`); nothing
+    where the scheduler has the fixes: every wait is deferred there.
 
-    :param airflow_version: the Airflow to judge (default: the one installed here).
+    :param scheduler_version: reads the scheduler's Airflow version from the API server,
+        asked only once Airflow has released every fix.
     """
-    version = version_compat.installed_version() if airflow_version is None else airflow_version
-    if not scheduler_race.race_open(version):
+    if not scheduler_race.race_open(scheduler_version):
         return timedelta(0)
     return timedelta(seconds=configuration.sensor_short_wait())
 
@@ -196,7 +196,7 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
     def _decide_or_defer(
         self, context: Context, *, started: pendulum.DateTime, waits: list[dict[str, Any]]
     ) -> Any:
-        sleep_under = short_wait()
+        sleep_under: timedelta | None = None
         while True:
             decided = self._decide_now(context)
             # a mapped target waits for the map index whose backoff ends last
@@ -223,6 +223,8 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
             record = self._sensor_record(context, decided, waits=waits, started=started)
             # visible while waiting, and read back on resume (dag.test keeps no next_kwargs)
             context["ti"].xcom_push(key="return_value", value=record)
+            if sleep_under is None:  # the reader of this evaluation asks the API server
+                sleep_under = short_wait(functools.partial(_api_version, decided))
             left = until - pendulum.now("UTC")
             if left >= sleep_under:
                 break
@@ -299,6 +301,12 @@ class RetryWindowSensor(RetryWindowMixin, BaseSensorOperator, SkipMixin):
             (relative for relative in relatives if not relative.is_teardown),
             key=lambda relative: relative.task_id,
         )
+
+
+def _api_version(decided: GateDecision) -> str:
+    """The Airflow version of the API server an evaluation read, by its reader; ``""``
+    (not understood: the race is taken to be open) when it read none."""
+    return decided.reader.version() if decided.reader is not None else ""
 
 
 def _parse(text: str) -> pendulum.DateTime:

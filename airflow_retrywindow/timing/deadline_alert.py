@@ -198,11 +198,9 @@ def _builtin(reference: object) -> bool:
 
     A subclass of one of them is custom code: it is evaluated its own way.
     """
-    # the alert came from a DAG, so Airflow is there to import
-    from airflow.sdk.definitions import deadline
+    from airflow_retrywindow.version_compat import builtin_deadline_references
 
-    builtins = {getattr(deadline, name, None) for name in PUBLIC_NAMES}
-    return type(reference) in builtins
+    return type(reference) in builtin_deadline_references()
 
 
 def _fixed_instant(reference: object, serialized: Any, name: str | None) -> pendulum.DateTime:

@@ -20,8 +20,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, TypeGuard
 
+from airflow.sdk import TaskInstanceState
 from airflow.triggers.base import BaseTaskEndEvent, BaseTrigger, TriggerEvent
-from airflow.utils.state import TaskInstanceState
 
 from airflow_retrywindow import airflow_internals
 
@@ -195,5 +195,6 @@ def _trigger_class(classpath: str) -> type[BaseTrigger]:
 def _fails_the_task(event: TriggerEvent) -> TypeGuard[BaseTaskEndEvent]:
     return (
         isinstance(event, BaseTaskEndEvent)
-        and event.task_instance_state == TaskInstanceState.FAILED
+        # the event's state is the core's enum, the SDK's another: both are their values
+        and event.task_instance_state == TaskInstanceState.FAILED.value
     )

@@ -1,194 +1,73 @@
-"""Airflow's private names: only in airflow_internals.py, and each still where it was.
+"""Airflow's internals: used only in airflow_internals.py, and each still where it was.
 
-Two checks. The scan reads every module of the package with ``ast`` and fails on
-any private name of Airflow, its client or its providers outside
-``airflow_retrywindow/airflow_internals.py``: an attribute or a string naming
-``_something`` the package does not define itself, an import from a private module
-(``airflow.sdk._shared``), the task runner's internals, or the metadata DB's ORM
-models (``airflow.models``). The shape tests check,
-on the installed Airflow, each private use that module keeps: the name exists and
-has the shape the module relies on. A failure names the use, the shape expected and
-the Airflow installed.
+Two checks. The scan (:mod:`tests.package.airflow_uses`) reads every module of the package
+but ``airflow_retrywindow/airflow_internals.py`` and fails on any use of Airflow outside
+its public API: a module that is not public (``airflow.models``, ``airflow.utils``, the
+Task SDK's submodules, ...), by import, attribute chain or string, a private name, the task
+runner's internals, or a name computed where it cannot be read. Each kind is planted below.
+The shape tests check, on the installed Airflow, each internal use that module keeps: the
+name exists and has the shape the module relies on. A failure names the use, the shape
+expected and the Airflow installed.
 
 Checked on Airflow 3.1.8 (Python 3.10), 3.2.2 (Python 3.12) and 3.3.2 (Python 3.11).
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import importlib.util
 import inspect
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_retrywindow import airflow_internals
+from tests.package import airflow_uses
 from tests.package.test_import_cycles import PACKAGE
 
 #: the versions these shapes were checked on
 CHECKED_ON = ("3.1.8", "3.2.2", "3.3.2")
 INTERNALS = PACKAGE / "airflow_internals.py"
-#: private names of the standard library's named tuples, which are their public API
-STANDARD = frozenset({"_replace", "_fields", "_asdict", "_make", "_field_defaults"})
-#: names of Airflow's internals that do not start with an underscore
-INTERNAL_NAMES = frozenset({"SUPERVISOR_COMMS", "InProcessSupervisorComms"})
-#: roots of the modules whose private names count
-FOREIGN_ROOTS = ("airflow", "airflow_client")
-#: the task SDK's internals (the task runner, its supervisor, the configured XCom backend)
-#: and the metadata DB's ORM models
-INTERNAL_MODULES = ("airflow.sdk.execution_time", "airflow.models")
-_PRIVATE = re.compile(r"_[A-Za-z0-9][A-Za-z0-9_]*")
-_DUNDER = re.compile(r"__\w+__")
 
 
 # -- the scan -------------------------------------------------------------------------
 
 
-def _modules(skip: Path | None = INTERNALS) -> Iterator[tuple[Path, ast.Module]]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path != skip:
-            yield path, ast.parse(path.read_text(encoding="utf-8"), str(path))
-
-
-def _private(name: str) -> bool:
-    return bool(_PRIVATE.fullmatch(name)) and not _DUNDER.fullmatch(name)
-
-
-def _on_self(node: ast.expr) -> bool:
-    return isinstance(node, ast.Name) and node.id in ("self", "cls")
-
-
-def own_private_names(trees: list[ast.Module]) -> frozenset[str]:
-    """Every private name the package defines: functions, classes, variables, its objects'
-    attributes (set on ``self``) and slots."""
-    found: set[str] = set()
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                found.add(node.name)
-            elif isinstance(node, ast.arg):
-                found.add(node.arg)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                found.add(node.id)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                if _on_self(node.value):
-                    found.add(node.attr)
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                found.add(node.target.id)
-            elif isinstance(node, ast.Call) and _sets_own_attribute(node):
-                found.add(node.args[1].value)  # type: ignore[attr-defined]
-            elif isinstance(node, ast.Assign) and any(
-                isinstance(target, ast.Name) and target.id == "__slots__" for target in node.targets
-            ):
-                found.update(
-                    item.value
-                    for item in ast.walk(node.value)
-                    if isinstance(item, ast.Constant) and isinstance(item.value, str)
-                )
-    return frozenset(name for name in found if _private(name))
-
-
-def _sets_own_attribute(node: ast.Call) -> bool:
-    """``object.__setattr__(self, "_name", value)``."""
-    func = node.func
-    return (
-        isinstance(func, ast.Attribute)
-        and func.attr == "__setattr__"
-        and len(node.args) >= 2
-        and _on_self(node.args[0])
-        and isinstance(node.args[1], ast.Constant)
-        and isinstance(node.args[1].value, str)
-    )
-
-
-def _foreign_module(name: str) -> bool:
-    parts = name.split(".")
-    internal = any(name == root or name.startswith(f"{root}.") for root in INTERNAL_MODULES)
-    return internal or (parts[0] in FOREIGN_ROOTS and any(_private(part) for part in parts[1:]))
-
-
-def private_uses(tree: ast.Module, own: frozenset[str]) -> Iterator[tuple[int, str]]:
-    """Each use of a private name of Airflow's in ``tree``: its line and what it is."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute | ast.Name):
-            what = _named(node, own)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            what = _written(node.value, own)
-        elif isinstance(node, ast.ImportFrom | ast.Import):
-            what = _imported(node)
-        else:
-            what = None
-        if what:
-            yield node.lineno, what
-
-
-def _named(node: ast.Attribute | ast.Name, own: frozenset[str]) -> str | None:
-    name = node.attr if isinstance(node, ast.Attribute) else node.id
-    if name in INTERNAL_NAMES:
-        return f"name {name}"
-    foreign = _private(name) and name not in own and name not in STANDARD
-    if isinstance(node, ast.Attribute) and foreign and not _on_self(node.value):
-        return f"attribute .{name}"
-    return None
-
-
-def _written(text: str, own: frozenset[str]) -> str | None:
-    """A string naming a private attribute, an internal name or a private module."""
-    foreign = _private(text) and text not in own and text not in STANDARD
-    if foreign or text in INTERNAL_NAMES or _foreign_module(text):
-        return f"string {text!r}"
-    return None
-
-
-def _imported(node: ast.ImportFrom | ast.Import) -> str | None:
-    if isinstance(node, ast.Import):
-        names = [alias.name for alias in node.names if _foreign_module(alias.name)]
-        return f"import {', '.join(names)}" if names else None
-    module = node.module or ""
-    if node.level or module.split(".")[0] not in FOREIGN_ROOTS:
-        return None
-    if _foreign_module(module):
-        return f"import from {module}"
-    names = [a.name for a in node.names if _private(a.name) or a.name in INTERNAL_NAMES]
-    return f"import {', '.join(names)} from {module}" if names else None
-
-
 @functools.cache
-def _package() -> tuple[tuple[tuple[Path, ast.Module], ...], frozenset[str]]:
-    """The modules to scan, parsed, and the private names the package defines: read once
-    for every scan of a test run."""
-    found = tuple(_modules())
-    trees = [tree for _, tree in found] + [ast.parse(INTERNALS.read_text(encoding="utf-8"))]
-    return found, own_private_names(trees)
+def _package() -> tuple[airflow_uses.Module, ...]:
+    """The modules to scan, read once for every scan of a test run."""
+    return tuple(airflow_uses.modules(PACKAGE, skip=INTERNALS))
 
 
 def violations(extra: dict[str, str] | None = None) -> list[str]:
-    """Every private use of Airflow's outside airflow_internals.py, as ``path:line: what``.
+    """Every use of Airflow outside its public API but in airflow_internals.py, as
+    ``path:line: what``.
 
-    :param extra: more modules to scan, by name, with their source.
+    :param extra: more modules to scan, by their path from the repository root, with their
+        source.
     """
-    found, own = _package()
-    planted = [(Path(name), ast.parse(text)) for name, text in (extra or {}).items()]
+    planted = [airflow_uses.read(where, text) for where, text in (extra or {}).items()]
     return [
-        f"{path.relative_to(PACKAGE.parent) if path.is_absolute() else path}:{line}: {what}"
-        for path, tree in [*found, *planted]
-        for line, what in private_uses(tree, own)
+        f"{module.where}:{line}: {what}"
+        for module in [*_package(), *planted]
+        for line, what in module.uses()
     ]
 
 
-def test_no_module_but_airflow_internals_touches_a_private_name_of_airflow() -> None:
+def test_no_module_but_airflow_internals_uses_airflow_beyond_its_public_api() -> None:
     found = violations()
     assert found == [], (
-        "private names of Airflow used outside airflow_retrywindow/airflow_internals.py "
-        "(read them there, say why no public way exists, and check their shape in this "
-        "test):\n" + "\n".join(found)
+        "Airflow's internals used outside airflow_retrywindow/airflow_internals.py (use "
+        "Airflow's public API, or read them there, say why no public way exists, and check "
+        "their shape in this test):\n" + "\n".join(found)
     )
+
+
+PLANTED = "airflow_retrywindow/planted.py"
 
 
 @pytest.mark.parametrize(
@@ -203,19 +82,69 @@ def test_no_module_but_airflow_internals_touches_a_private_name_of_airflow() -> 
         "SOURCE = ('sdk', '_shared', 'secrets_masker')\n",
         "from airflow.sdk.execution_time.xcom import XCom\n",
         "from airflow.models.xcom import XComModel\n",
+        # Airflow's internal modules, however they are reached
+        "from airflow import models\n",
+        "from airflow.utils.state import TaskInstanceState\n",
+        "import airflow.utils.state\n",
+        "import airflow\n\ndef f():\n    return airflow.utils.state.State.FAILED\n",
+        "from airflow.jobs.scheduler_job_runner import SchedulerJobRunner\n",
+        "from airflow.serialization.serialized_objects import DagSerialization\n",
+        "from airflow.api_fastapi.common.db.common import SessionDep\n",
+        "from airflow.api_fastapi.core_api.security import requires_access_dag\n",
+        "import importlib\n\nJOBS = importlib.import_module('airflow.jobs.job')\n",
+        # the Task SDK's submodules, where airflow.sdk exports the name or none
+        "from airflow.sdk.bases.notifier import BaseNotifier\n",
+        "from airflow.sdk.definitions.mappedoperator import MappedOperator\n",
+        "from airflow.sdk.log import redact\n",
+        # a name the scan cannot read
+        "from importlib import import_module\n\ndef f(path):\n    return import_module(path)\n",
+        "def f(ti, name):\n    return getattr(ti, name)\n",
+        "def f(ti, name):\n    return getattr(ti, f'_{name}')\n",
+        "NAMES = ('dag_id', '_dag')\n\ndef f(ti):\n    return [getattr(ti, n) for n in NAMES]\n",
+        # the package's own private names that are Airflow's too, outside their one use
+        "def f(ti):\n    return ti._task_instance\n",
+        "def f(alert):\n    return alert._deadline\n",
+        "def f(trigger):\n    return trigger._inner\n",
     ],
 )
-def test_the_scan_finds_a_planted_private_use(source: str) -> None:
-    found = violations({"planted.py": source})
-    assert [line for line in found if line.startswith("planted.py:")], source
+def test_the_scan_finds_a_planted_use(source: str) -> None:
+    assert airflow_uses.read(PLANTED, source).uses(), source
 
 
-def test_the_scan_leaves_the_packages_own_private_names_alone() -> None:
-    source = (
-        "class A:\n    def __init__(self):\n        self._kept = 1\n\n"
-        "def f(a):\n    return a._kept\n"
-    )
-    assert violations({"own.py": source}) == []
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Airflow's public API
+        "from airflow.sdk import BaseOperator, TaskInstanceState\n",
+        "from airflow.providers.standard.triggers.temporal import DateTimeTrigger\n",
+        "from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity\n",
+        "from airflow.sdk.log import mask_secret\n",
+        # names read from a literal or a constant of the module, on anything; any, on self
+        "FIELDS = {'duration': 'd'}\n\ndef f(w):\n    return [getattr(w, n) for n in FIELDS]\n",
+        "def f(ti):\n    return [getattr(ti, n) for n in ('dag_id', 'run_id')]\n",
+        "class A:\n    def __init__(self, n):\n        self._kept = getattr(self, n)\n",
+    ],
+)
+def test_the_scan_leaves_airflows_public_api_and_readable_names_alone(source: str) -> None:
+    assert airflow_uses.read(PLANTED, source).uses() == []
+
+
+def test_an_own_private_name_is_allowed_in_its_one_use_only() -> None:
+    where, name = "airflow_retrywindow/triggers/gated.py", "_inner"
+    assert (where, name) in airflow_uses.OWN
+    source = f"def f(trigger):\n    return trigger.{name}\n"
+    assert airflow_uses.read(where, source).uses() == []
+    assert airflow_uses.read(PLANTED, source).uses() == [(2, f"attribute .{name}")]
+
+
+def test_each_per_use_entry_names_a_use_the_package_has() -> None:
+    stale = [
+        f"{where}: {what}"
+        for table in (airflow_uses.OWN, airflow_uses.COMPUTED, airflow_uses.OLDER_MINORS)
+        for where, what in table
+        if what not in (PACKAGE.parent / where).read_text(encoding="utf-8")
+    ]
+    assert stale == []
 
 
 # -- the shapes -----------------------------------------------------------------------
@@ -367,6 +296,43 @@ def test_the_masker_keeps_its_default_names_in_its_source() -> None:
         f"the masker's source {airflow_internals.MASKER_SOURCE}",
         f"a file assigning {airflow_internals.MASKER_NAMES} the same names as a literal",
         source.is_file() and airflow_internals._literal_names(source) == loaded,
+    )
+
+
+def test_the_masker_masks_what_mask_secret_registered() -> None:
+    from airflow.sdk.log import mask_secret
+
+    secret = "shape-check-4f1c9a"  # a value to mask
+    mask_secret(secret)
+    _shape(
+        f"{airflow_internals.MASKER_MODULE}.redact",
+        "a function that masks in a text every value mask_secret registered",
+        secret not in str(airflow_internals.masked(f"token {secret} kept")),
+    )
+
+
+def test_the_api_server_gives_a_route_its_session_and_the_dag_check() -> None:
+    from typing import Annotated, get_args, get_origin
+
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+    from fastapi.params import Depends
+    from sqlalchemy.orm import Session
+
+    session = airflow_internals.api_session()
+    kind, *extras = get_args(session) or (None,)
+    _shape(
+        "SessionDep of airflow.api_fastapi.common.db.common",
+        "Annotated[Session, Depends(...)]: a route's argument FastAPI fills",
+        get_origin(session) is Annotated
+        and isinstance(kind, type)
+        and issubclass(kind, Session)
+        and any(isinstance(extra, Depends) for extra in extras),
+    )
+    check = airflow_internals.dag_read_access(DagAccessEntity.RUN)
+    _shape(
+        "requires_access_dag of airflow.api_fastapi.core_api.security",
+        "a callable a route's Depends() takes, given the method and the DAG's entity",
+        callable(check),
     )
 
 

@@ -10,14 +10,18 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import pytest
 
 from airflow_retrywindow import version_compat
+from tests.package import version_decisions
 from tests.package.test_import_cycles import PACKAGE
 
 ROOT = PACKAGE.parent
@@ -30,7 +34,6 @@ NEED_3_3_TO_USE = frozenset(
     {
         "airflow_retrywindow/policies/classify.py",
         "airflow_retrywindow/policies/composition.py",
-        "airflow_retrywindow/policies/reconcile.py",
     }
 )
 #: names imported only where the caller says Airflow is 3.3 or newer (the view's task state
@@ -218,22 +221,152 @@ def test_the_exceptions_raised_are_those_the_task_runner_catches(name: str) -> N
     assert all(cls is getattr(version_compat, name) for cls in caught)
 
 
+@pytest.mark.parametrize("name", sorted(version_compat.MOVED))
+def test_every_moved_name_is_where_this_airflow_keeps_it(name: str) -> None:
+    module = version_compat.module_of(name)
+    found = getattr(version_compat, name)
+    if module is None:  # not in this Airflow yet: its stand-in
+        assert found is version_compat.MISSING[name]
+    else:
+        assert found is getattr(importlib.import_module(module), name)
+
+
+def test_metrics_go_through_a_stats_that_counts_and_gauges() -> None:
+    # Airflow 3.2's airflow.sdk.observability.stats module has neither: its Stats has both
+    assert callable(version_compat.Stats.incr) and callable(version_compat.Stats.gauge)
+
+
+def test_a_dag_alert_on_the_logical_date_is_computed_on_every_minor() -> None:
+    # on 3.1 every reference was taken for a custom one, and refused
+    from airflow.sdk import DAG
+    from airflow.sdk.definitions.deadline import AsyncCallback, DeadlineAlert
+
+    from airflow_retrywindow import Deadline
+
+    logical = pendulum.datetime(2026, 12, 1, tz="UTC")
+    alert = DeadlineAlert(
+        reference=version_compat.DeadlineReference.DAGRUN_LOGICAL_DATE,
+        interval=timedelta(hours=30),
+        callback=AsyncCallback("tests.policy.deadline_dags.never_called"),
+    )
+    dag = DAG("rw_alert_on_every_minor", schedule=None, start_date=logical, deadline=alert)
+    resolved = Deadline.dag_alert().resolve({"dag": dag, "logical_date": logical})
+    assert resolved == logical.add(hours=30)
+
+
 def test_the_configuration_is_airflows() -> None:
     # Airflow's own default, read through the configuration of this minor
     assert version_compat.conf.getint("core", "max_task_retry_delay") == 86400
 
 
-def test_only_the_version_module_reads_the_version() -> None:
-    readers = sorted(
-        str(path.relative_to(ROOT))
-        for path in PACKAGE.rglob("*.py")
-        if any(
-            word in path.read_text()
-            for word in (
-                '"apache-airflow-core"',
-                "from airflow import __version__",
-                "airflow.__version__",
-            )
-        )
+#: a fresh interpreter: every log record kept from its first line, the imports given in
+#: argv[1] run, then what was logged at WARNING or above printed
+LOGGED_ON_IMPORT = """
+import json, logging, sys
+
+kept = []
+
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        kept.append(record)
+
+
+logging.getLogger().addHandler(Keep())
+logging.getLogger().setLevel(logging.DEBUG)
+exec(sys.argv[1])
+print(json.dumps([
+    {"level": record.levelname, "logger": record.name, "message": record.getMessage(),
+     "traceback": record.exc_info is not None}
+    for record in kept if record.levelno >= logging.WARNING
+]))
+"""
+#: a value the settings check refuses, so that its one ERROR shows that it ran
+BAD_SETTING = {"AIRFLOW__RETRY_WINDOW__SENSOR_SHORT_WAIT": "soon"}
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        # a DAG file (or a DAG-integrity test) that names the policy before Airflow
+        "from airflow_retrywindow import RetryWindowPolicy\nfrom airflow.sdk import DAG",
+        "from airflow.sdk import DAG\nfrom airflow_retrywindow import RetryWindowPolicy",
+    ],
+)
+def test_importing_the_package_in_any_order_logs_only_the_settings_check(imports: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LOGGED_ON_IMPORT, imports],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **BAD_SETTING},
+        timeout=300,
+        check=False,
     )
-    assert readers == ["airflow_retrywindow/version_compat.py"]
+    assert done.returncode == 0, done.stderr[-4000:]
+    logged = json.loads(done.stdout.strip().splitlines()[-1])
+    # Airflow loads the cluster policy, whose settings check reports the bad value: nothing
+    # else, and no traceback
+    assert [(entry["level"], entry["traceback"]) for entry in logged] == [("ERROR", False)], logged
+    assert "sensor_short_wait" in logged[0]["message"]
+    assert logged[0]["logger"] == "airflow_retrywindow.policies.cluster_policy"
+
+
+def test_only_the_version_module_decides_by_a_version() -> None:
+    found = [
+        f"{where}:{line}: {what}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (where := str(path.relative_to(ROOT))) != version_decisions.VERSION_MODULE
+        for line, what in version_decisions.decisions(where, path.read_text(encoding="utf-8"))
+    ]
+    assert found == [], (
+        "decided by a version outside airflow_retrywindow/version_compat.py (ask it there):\n"
+        + "\n".join(found)
+    )
+
+
+PLANTED_MODULE = "airflow_retrywindow/planted.py"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from airflow import __version__\n",
+        "import airflow\n\nNEW = airflow.__version__ >= '3.3'\n",
+        "from importlib.metadata import version\n\nV = version('apache-airflow-core')\n",
+        "from packaging.version import Version\n",
+        "import re\n\nVERSION = re.compile(r'(\\d+)\\.(\\d+)')\n",
+        "def release(text):\n    return tuple(int(part) for part in text.split('.'))\n",
+        "def release(text):\n    return list(map(int, text.split('.')))\n",
+        "def new(release):\n    return release >= (3, 3)\n",
+        "def new(text):\n    return text.startswith('3.3')\n",
+        # a switch on what this Airflow can import
+        "try:\n    from airflow.sdk import RetryPolicy\nexcept ImportError:\n    RetryPolicy = 0\n",
+        "def chains():\n    try:\n        import airflow.sdk\n"
+        "    except ModuleNotFoundError:\n        return False\n    return True\n",
+        "import airflow.sdk\n\nCHAINS = hasattr(airflow.sdk, 'ChainRetryPolicy')\n",
+    ],
+)
+def test_the_guard_finds_a_planted_version_decision(source: str) -> None:
+    assert version_decisions.decisions(PLANTED_MODULE, source), source
+
+
+def test_an_import_switch_is_allowed_in_its_one_listed_use_only() -> None:
+    where, function = "airflow_retrywindow/policies/failures.py", "_resolve"
+    assert (where, function) in version_decisions.IMPORT_SWITCHES
+    source = (
+        f"def {function}(path):\n    try:\n        pass\n    except ImportError:\n        pass\n"
+    )
+    assert version_decisions.decisions(where, source) == []
+    assert version_decisions.decisions(PLANTED_MODULE, source) == [
+        (4, "switches on an import: except ImportError")
+    ]
+
+
+def test_each_listed_import_switch_is_one_the_package_has() -> None:
+    stale = [
+        f"{where}: {function}"
+        for where, function in version_decisions.IMPORT_SWITCHES
+        if f"def {function}(" not in (ROOT / where).read_text(encoding="utf-8")
+    ]
+    assert stale == []

@@ -9,6 +9,10 @@
   failed: ``deadline-infeasible`` again, with the pool and budget verdicts.
 * ``broken_gate`` reads through a connection that does not exist: a gate error.
 
+Before Airflow 3.3, which has no retry policies, ``load`` fails once with no retries
+left and ``killed`` is left out: the gate and the sensor find ``load``'s attempts
+exhausted.
+
 The deadline is ``run_after + conf["deadline_in"]`` seconds.
 """
 
@@ -29,6 +33,7 @@ from airflow_retrywindow import (
     RetryWindowSensor,
     Work,
 )
+from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS
 
 
 def _deadline(context):  # type: ignore[no-untyped-def]
@@ -39,6 +44,17 @@ def _deadline(context):  # type: ignore[no-untyped-def]
 DEADLINE = Deadline.computed(_deadline)
 LOAD = Work(duration=timedelta(minutes=5), validation=timedelta(minutes=1), safe_repeat=True)
 RETRIES = {"retries": 2, "retry_delay": timedelta(seconds=1)}
+#: load's: its policy refuses the first retry; before Airflow 3.3 it has no retry left
+LOAD_RETRIES = (
+    {
+        "retry_policy": RetryWindowPolicy(
+            deadline=DEADLINE, duration=LOAD.duration, validation=LOAD.validation, safe_repeat=True
+        ),
+        **RETRIES,
+    }
+    if AIRFLOW_V_3_3_PLUS
+    else {"retries": 0}
+)
 
 with DAG(
     "rw_metrics",
@@ -48,25 +64,24 @@ with DAG(
     tags=["retry-window-test"],
 ):
 
-    @task(
-        retry_policy=RetryWindowPolicy(
-            deadline=DEADLINE, duration=LOAD.duration, validation=LOAD.validation, safe_repeat=True
-        ),
-        **RETRIES,
-    )
+    @task(**LOAD_RETRIES)
     def load() -> None:
         raise ConnectionError("the warehouse closed the connection")
 
-    @task(
-        retry_policy=RetryWindowPolicy(
-            deadline=DEADLINE, duration=1, validation=1, safe_repeat=True
-        ),
-        **RETRIES,
-    )
-    def killed(ti=None) -> str:  # type: ignore[no-untyped-def]
-        if ti.try_number == 1:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return "ran again"
+    if AIRFLOW_V_3_3_PLUS:
+
+        @task(
+            retry_policy=RetryWindowPolicy(
+                deadline=DEADLINE, duration=1, validation=1, safe_repeat=True
+            ),
+            **RETRIES,
+        )
+        def killed(ti=None) -> str:  # type: ignore[no-untyped-def]
+            if ti.try_number == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return "ran again"
+
+        killed()
 
     gate = RetryWindowGateOperator(
         task_id="gate",
@@ -95,4 +110,3 @@ with DAG(
     failing = load()
     failing >> [gate, broken_gate]
     failing >> hold >> reload()
-    killed()
