@@ -168,6 +168,14 @@ def builtin_deadline_references() -> frozenset[type]:
     return frozenset(type(built) for built in made)
 
 
+def sdk_asks_lists_as_chains() -> bool:
+    """Whether this Airflow's SDK has ``ChainRetryPolicy`` (3.4 on), and so asks a task's
+    list of retry policies as a chain; earlier, a list is an object it calls ``evaluate`` on."""
+    import airflow.sdk
+
+    return hasattr(airflow.sdk, "ChainRetryPolicy")
+
+
 def xcom_key_filter(prefix: str) -> dict[str, Any]:
     """The query parameters that list the XCom keys starting with ``prefix``.
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_retrywindow import version_compat
 from airflow_retrywindow.records.composition import (
     Placement,
     Step,
@@ -70,7 +71,7 @@ def composition_problem(task: Any) -> str | None:
     if policy is None or window_of(task) is None:
         return None
     named = f"task {getattr(task, 'task_id', '?')!r}"
-    if isinstance(policy, (list, tuple)) and not _sdk_chains():
+    if isinstance(policy, (list, tuple)) and not version_compat.sdk_asks_lists_as_chains():
         return (
             f"{named}: retry_policy is a list, which Airflow 3.4 asks as a chain; this "
             "Airflow calls the list itself and falls back to its own retries, undecided. "
@@ -87,13 +88,6 @@ def composition_problem(task: Any) -> str | None:
         if problem:
             return f"{named}: {problem}"
     return None
-
-
-def _sdk_chains() -> bool:
-    """Whether this Airflow's SDK has ``ChainRetryPolicy``, and so asks a list as a chain."""
-    import airflow.sdk
-
-    return hasattr(airflow.sdk, "ChainRetryPolicy")
 
 
 def _second_window(found: Placement) -> str | None:

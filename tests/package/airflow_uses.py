@@ -62,13 +62,17 @@ OLDER_MINORS = {
 OWN = {
     ("airflow_retrywindow/model/value.py", "_values"): "Value.__eq__ compares another Value",
     ("airflow_retrywindow/records/decision_facts.py", "_read"): "DecisionFacts built in steps",
-    ("airflow_retrywindow/records/decision_facts.py", "_with_dependency"): "as _read",
+    ("airflow_retrywindow/records/decision_facts.py", "_with_breaker"): "as _read",
     ("airflow_retrywindow/triggers/gated.py", "_inner"): "the GatedTrigger it just built",
 }
 #: computed attribute or module names, one function each, and why they reach nothing of
 #: Airflow's private
 COMPUTED = {
     ("airflow_retrywindow/__init__.py", "__getattr__"): "the package's own lazy exports",
+    ("airflow_retrywindow/records/composition.py", "_inside"): (
+        "the search for a window held out of sight walks a DAG author's objects"
+    ),
+    ("airflow_retrywindow/records/composition.py", "_attributes"): "as _inside",
     ("airflow_retrywindow/version_compat.py", "__getattr__"): "MOVED, checked above",
     ("airflow_retrywindow/cli/plan.py", "_budget_option"): "the command line's own options",
     ("airflow_retrywindow/notifications/notifier.py", "deliver"): (
