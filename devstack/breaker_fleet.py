@@ -64,6 +64,10 @@ class DependencyStandIn:
     """The dependency, serving until closed: up (200 after ``serve`` seconds), down (503
     at once), or serving ``capacity`` calls at once and refusing the rest at once.
 
+    Each endpoint is a dependency of its own, with its own calls at once: the gated
+    fleet's (``/gated``) and plain Airflow's beside it (``/plain``) go through the same
+    outage or brownout without taking each other's capacity.
+
     :param serve: seconds a served call takes.
     """
 
@@ -71,7 +75,7 @@ class DependencyStandIn:
         self.serve = serve
         self.calls: list[Call] = []
         self._capacity: int | None = None  # None: up, 0: down
-        self._busy = 0
+        self._busy: dict[str, int] = {}
         self._lock = threading.Lock()
         self._server = LoopbackServer(self._handler())
 
@@ -107,19 +111,21 @@ class DependencyStandIn:
 
     def _answer(self, path: str) -> int:
         parts = urlsplit(path)
+        endpoint = parts.path.strip("/")
         query = {key: values[0] for key, values in parse_qs(parts.query).items()}
         at = time.time()
         with self._lock:
-            served = self._capacity is None or self._busy < self._capacity
+            busy = self._busy.get(endpoint, 0)
+            served = self._capacity is None or busy < self._capacity
             if served:
-                self._busy += 1
+                self._busy[endpoint] = busy + 1
         if served:
             time.sleep(self.serve)
             with self._lock:
-                self._busy -= 1
+                self._busy[endpoint] -= 1
         call = Call(
-            at, time.time(), parts.path.strip("/"), query["dag"], query["task"],
-            int(query["try"]), 200 if served else 503,
+            at, time.time(), endpoint, query["dag"], query["task"], int(query["try"]),
+            200 if served else 503,
         )  # fmt: skip
         with self._lock:
             self.calls.append(call)

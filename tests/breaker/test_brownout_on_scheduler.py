@@ -147,7 +147,24 @@ def brownout(stack: AirflowStack, standin: DependencyStandIn) -> Brownout:
     finally:
         done.set()
         sampler.join()
-    return Brownout(runs, start, change, end, slots)
+    found = Brownout(runs, start, change, end, slots)
+    print(timeline(found, standin))
+    return found
+
+
+def timeline(brownout: Brownout, standin: DependencyStandIn) -> str:
+    """Each round of the brownout: the breaker's slots, and the calls served and refused."""
+    lines = ["round | slots | gated served / refused | plain served / refused"]
+    at = brownout.start
+    while at < brownout.end:
+        slots = sorted(set(brownout.slots_between(at, at + ROUND)))
+        counts = [
+            (sum(c.status == 200 for c in calls), sum(c.status != 200 for c in calls))
+            for calls in (standin.between(at, at + ROUND, name) for name in ("gated", "plain"))
+        ]
+        lines.append(f"{at - brownout.start:5.0f} | {slots} | {counts[0]} | {counts[1]}")
+        at += ROUND
+    return "\n".join(lines)
 
 
 def _settled(brownout: Brownout, since: float, until: float) -> list[int]:
