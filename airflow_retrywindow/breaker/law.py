@@ -239,9 +239,9 @@ def _limit(state: BreakerState, reading: Reading, verb: str) -> Step:
         f"{reading.failures} of {reading.failures + reading.successes} calls refused, "
         f"{reading.served:.1f} slots served: {verb} to {slots}"
     )
-    # the refusals each slot taken away had cost: what one slot more will cost again
-    per_slot = reading.failures / max(1, state.slots - slots)
-    limited = replace(state, owed=math.ceil(OWED_PER_REFUSAL * per_slot))
+    # one slot more may cost what the round's refusals did: a refused call ends at once,
+    # so one slot too many refuses about as many calls a round as many slots too many do
+    limited = replace(state, owed=OWED_PER_REFUSAL * reading.failures)
     return _to(limited, LIMITED, slots, reading.at, reason)
 
 
