@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import pendulum
 
 from airflow_retrywindow import metrics
-from airflow_retrywindow.breaker.law import Reading, Step, probed, step
+from airflow_retrywindow.breaker.law import Reading, Step, step
 from airflow_retrywindow.breaker.settings import BreakerPools, BreakerSettings
 from airflow_retrywindow.records.breaker_state import (
     CLOSED,
@@ -50,7 +50,8 @@ UP_FOR_RETRY = "up_for_retry"
 #: rows of a round's page: a sample of its tries' durations when more ended
 PAGE = 100
 #: how long a probe's slot stays open before it is closed again: past the scheduler's
-#: next loop (about a second), well before a task it queued could have started and ended
+#: next loop (about a second). A gated probe that fails sooner closes it itself, before
+#: its slot is freed (:mod:`.trip`); a task without a retry policy cannot
 PROBE_WAIT = 1.5
 
 
@@ -187,13 +188,12 @@ class Controller:
         """Write what ``found`` changed; the state as written."""
         state = found.state
         if found.probe:
-            opened = row.occupied + 1
-            self.api.set_pool(row, opened, state.described(row.description))
+            # its outcome, or that no task took it, is what the next round reads
+            self.api.set_pool(row, row.occupied + 1, state.described(row.description))
             self.sleep(PROBE_WAIT)
-            answer = self.api.set_pool(row, 0, state.described(row.description))
-            state = probed(state, started=answer.occupied > row.occupied)
+            self.api.set_pool(row, 0, state.described(row.description))
             metrics.breaker_probe(row.name)
-            log.info("Retry window breaker %s: probe opened, %s", row.name, state.last_probe)
+            log.info("Retry window breaker %s: probe slot opened and closed", row.name)
             return state
         # a closed breaker that stays so writes nothing; a holding one keeps its line current
         moved = state.phase != before.phase or state.size != before.size

@@ -154,17 +154,6 @@ def open_wait(state: BreakerState, at: pendulum.DateTime, settings: BreakerSetti
     return int(PROBE_ROTATION * _spacing(at - state.since, settings).total_seconds())
 
 
-def probed(state: BreakerState, started: bool) -> BreakerState:
-    """``state`` once its probe slot was closed again: taken by a task, or missed (then the
-    next round probes again: the scheduler was slower than the wait)."""
-    if state.last_probe is None:
-        return state
-    if started:
-        return state
-    at = state.last_probe.at
-    return replace(state, probes=state.probes - 1, next_probe=at, last_probe=Probe(at, MISSED))
-
-
 def _closed(state: BreakerState, reading: Reading, settings: BreakerSettings) -> Step:
     refused, served = reading.failures, reading.successes
     if refused >= settings.trip_calls and not served:
@@ -186,6 +175,12 @@ def _open(state: BreakerState, reading: Reading, settings: BreakerSettings) -> S
         return _to(recovering, RECOVERING, slots, at, reason)
     if probe is not None and probe.outcome == STARTED and reading.failures:
         state = replace(state, last_probe=Probe(probe.at, FAILED))
+    elif probe is not None and probe.outcome == STARTED and not reading.occupied:
+        # no outcome, nothing under way: no task took the probe's slot, the scheduler was
+        # slower than its wait; it is opened again now, the spacing kept
+        state = replace(
+            state, probes=state.probes - 1, next_probe=at, last_probe=Probe(probe.at, MISSED)
+        )
     due = state.next_probe is None or at >= state.next_probe
     if not due or reading.occupied:
         # a try still holds a slot: its outcome tells before another probe could

@@ -36,7 +36,7 @@ from airflow_retrywindow.breaker.control import PAGE, SUCCESS, UP_FOR_RETRY, ser
 from airflow_retrywindow.breaker.law import open_wait, tripped
 from airflow_retrywindow.breaker.settings import CONTROLLER_DAG, CONTROLLER_TASK, BreakerSettings
 from airflow_retrywindow.labels import label
-from airflow_retrywindow.records.breaker_state import CLOSED, BreakerState, failure_key
+from airflow_retrywindow.records.breaker_state import CLOSED, OPEN, BreakerState, failure_key
 from airflow_retrywindow.redaction import describe_exception
 from airflow_retrywindow.timing.time_limit import TimeLimit
 
@@ -132,6 +132,11 @@ def failed_try(
 
 def _trip(context: Mapping[str, Any], found: BreakerRead) -> BreakerState | None:
     api, row, state = found.api, found.row, found.state
+    if state is not None and state.phase == OPEN and row.slots > 0:
+        # a probe that failed: its slot is closed before it is freed, or the scheduler
+        # would give it to the next task, a second call into the outage
+        api.set_pool(row, 0, row.description or "")
+        return None
     if state is None or state.phase != CLOSED:
         return None  # no controller watches it yet, or it holds already
     listing = api.pool_listing(
@@ -158,13 +163,16 @@ def _trip(context: Mapping[str, Any], found: BreakerRead) -> BreakerState | None
 
 
 def _refused_since_success(rows: Any) -> int:
-    """The retries listed before the newest success (rows newest first)."""
-    count = 0
-    for row in rows:
-        if row.state == SUCCESS:
-            break
-        count += 1
-    return count
+    """The retries that ended after the newest served call began: the start of the newest
+    success's try (rows newest first). A call under way when the dependency went down may
+    still be served after the refusals began, and counts for nothing against them."""
+    starts = [row.start_date for row in rows if row.state == SUCCESS and row.start_date]
+    began = max(starts, default=None)
+    return sum(
+        1
+        for row in rows
+        if row.state != SUCCESS and (began is None or (row.end_date and row.end_date > began))
+    )
 
 
 def _cannot(pool: str, what: str, error: Exception) -> None:

@@ -18,7 +18,6 @@ from airflow_retrywindow.breaker.law import ON_CALL
 from airflow_retrywindow.breaker.settings import BreakerPools, BreakerSettings
 from airflow_retrywindow.records.breaker_state import (
     CLOSED,
-    MISSED,
     OPEN,
     STARTED,
     BreakerState,
@@ -135,19 +134,19 @@ def test_a_probe_opens_one_slot_a_task_takes_and_closes_it_again() -> None:
     assert _state(api) == state
 
 
-def test_a_probe_no_task_took_is_missed_and_made_again_the_next_round() -> None:
+def test_a_probe_no_task_took_is_made_again_the_next_round() -> None:
     api = _later(_opened(probe_due=START.add(seconds=ROUND)))  # nothing waits for a slot
     (turn,) = _controller(api).round([POOL])
     assert api.writes() == [(POOL, 1), (POOL, 0)]
     state = turn.state
     assert state is not None and state.last_probe is not None
-    assert state.last_probe.outcome == MISSED
-    assert (state.probes, state.next_probe) == (0, api.now)
-    api.waiting[POOL] = 5
+    assert (state.last_probe.outcome, state.probes) == (STARTED, 1)
+    # the next round: no outcome and nothing under way, so no task took the slot
     (again,) = _controller(_later(api)).round([POOL])
     assert api.writes() == [(POOL, 1), (POOL, 0)]
     assert again.state is not None and again.state.last_probe is not None
-    assert again.state.last_probe.outcome == STARTED
+    assert (again.state.last_probe.outcome, again.state.probes) == (STARTED, 1)
+    assert again.state.last_probe.at == api.now
 
 
 def test_an_open_breaker_whose_probe_is_not_due_keeps_its_line_current_and_probes_not() -> None:

@@ -16,7 +16,6 @@ from airflow_retrywindow.breaker.law import (
     PROBE_SPACING,
     Reading,
     open_wait,
-    probed,
     step,
     tripped,
 )
@@ -25,11 +24,11 @@ from airflow_retrywindow.records.breaker_state import (
     CLOSED,
     FAILED,
     LIMITED,
-    MISSED,
     OPEN,
     RECOVERING,
     SUCCEEDED,
     BreakerState,
+    Probe,
 )
 from tests.breaker.dependency_model import Dependency
 
@@ -55,7 +54,7 @@ def run(state: BreakerState, dependency: Dependency, rounds: int) -> list[Breake
             )
         found = step(state, reading, SETTINGS)
         probing = found.probe
-        state = probed(found.state, started=True) if found.probe else found.state
+        state = found.state
         seen.append(state)
     return seen
 
@@ -127,10 +126,14 @@ def test_a_probe_no_task_took_is_opened_again_the_next_round() -> None:
     opened = replace(watching(), phase=OPEN, slots=0, next_probe=START)
     at = START.add(seconds=15)
     found = step(opened, Reading(at, 0, 0, 0, 0), SETTINGS)
-    missed = probed(found.state, started=False)
-    assert missed.last_probe is not None and missed.last_probe.outcome == MISSED
-    again = step(missed, Reading(at.add(seconds=15), 0, 0, 0, 0), SETTINGS)
+    assert found.probe and found.state.probes == 1
+    # the next round: no outcome, nothing under way, so no task took the slot
+    again = step(found.state, Reading(at.add(seconds=15), 0, 0, 0, 0), SETTINGS)
     assert again.probe and again.state.probes == 1
+    assert again.state.last_probe is not None and again.state.last_probe.at == at.add(seconds=15)
+    # one under way: its outcome is waited for
+    running = step(found.state, Reading(at.add(seconds=15), 0, 1, 0, 0), SETTINGS)
+    assert not running.probe
 
 
 def test_the_probe_that_succeeds_starts_the_recovery_at_two_slots() -> None:
@@ -220,7 +223,7 @@ def test_a_size_set_by_hand_is_the_pools_size() -> None:
 
 def test_the_state_reads_back_from_the_pools_description_and_keeps_the_owners_words() -> None:
     state = replace(watching(), phase=OPEN, slots=0, probes=2, next_probe=START.add(minutes=1))
-    state = probed(replace(state, last_probe=None), started=True)
+    state = replace(state, last_probe=Probe(START.add(seconds=30), "started"))
     described = state.described("Positions API, 24 calls at once\nowner: data platform")
     assert described.splitlines()[:2] == ["Positions API, 24 calls at once", "owner: data platform"]
     assert "open since 14:00:00Z, 0 of 24 slots" in described.splitlines()[2]

@@ -99,16 +99,21 @@ def _breaker(api: FakeAirflowApi) -> BreakerState | None:
     return BreakerState.in_description(row["description"])
 
 
-def test_the_calls_refused_are_those_listed_before_the_newest_success() -> None:
+def test_the_calls_refused_are_those_that_ended_after_the_newest_served_call_began() -> None:
     now = pendulum.datetime(2026, 12, 7, 14, tz="UTC")
 
-    def rows(*states: str) -> list[Any]:
-        return [tried(POOL, state, now.subtract(seconds=n)) for n, state in enumerate(states)]
+    def rows(*states: str, served: float = 7.0) -> list[Any]:
+        return [
+            tried(POOL, state, now.subtract(seconds=n), served if state == "success" else 1.0)
+            for n, state in enumerate(states)
+        ]
 
-    assert (
-        _refused_since_success(rows("up_for_retry", "up_for_retry", "success", "up_for_retry")) == 2
-    )
-    assert _refused_since_success(rows("success", "up_for_retry")) == 0
+    # the success ended 2 s ago, its call began 9 s ago: the three refusals since count
+    found = rows("up_for_retry", "up_for_retry", "success", "up_for_retry")
+    assert _refused_since_success(found) == 3
+    # a call that began after the refusals: they count for nothing against it
+    assert _refused_since_success(rows("up_for_retry", "success", "up_for_retry", served=1.0)) == 1
+    assert _refused_since_success(rows("success", "up_for_retry", served=0.5)) == 0
     assert _refused_since_success(rows("up_for_retry", "up_for_retry", "up_for_retry")) == 3
     assert _refused_since_success([]) == 0
 
@@ -211,3 +216,12 @@ def test_an_api_that_cannot_be_read_never_raises_into_the_policy(
     assert context["ti"].xcom == {failure_key(POOL): 2}  # marked before anything is read
     assert "the failing try could not read it" in caplog.text
     assert "the controller counts the failure in its next round" in caplog.text
+
+
+def test_a_failing_probe_closes_its_slot_before_it_is_freed(server: Served) -> None:
+    # the controller opened one slot for a probe; the probe failed at once
+    server.api.pools = [pool(POOL, 1, description=opened().described("Positions API"))]
+    _fail(_context(), "retryable", ends=False)
+    (row,) = server.api.pools
+    assert row["slots"] == 0
+    assert _breaker(server.api) == opened()  # the controller's state, untouched
