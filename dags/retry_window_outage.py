@@ -1,19 +1,21 @@
-"""A short outage of a shared API: the fleet's retries are held, probed, then released.
+"""A shared API goes down: its pool's breaker holds every load, probes, then recovers.
 
-Four gated loads share the pool ``positions_api``: the pool is their shared
-dependency. Each asks the positions API once per try and fails on anything but 200.
-When the API is down, every first try fails; with three or more of the pool's task
-instances failing the pool is ``open``, and a retry that starts is held at its start
-(deferred to the triggerer: its try is not spent, and it holds no worker) unless it is
-the round's probe. Once a probe succeeds the pool is ``recovering`` and the triggerer
-wakes the held retries in waves.
+Four gated loads share the pool ``positions_api``, which is a breaker pool: it stands for
+the API they share. Each asks the positions API once per try and fails on anything but
+200. When the API is down the first tries fail, and after three refused calls the
+breaker opens: the pool's slots go to 0, so every load of the pool, retries and first
+tries alike, waits in Airflow's queue with no worker and no trigger, and no try is
+spent. Once a round the breaker opens one slot for a probe; when a probe succeeds it
+recovers (two slots, then twice as many each round, up to the pool's size).
+
+A breaker pool needs two things, both in ``make demo``'s stack: the pool named in
+``[retry_window] breaker_pools`` (there with a 15 s round, so that the day takes about
+two minutes: ``{"positions_api": {"round": 15}}``; the default round is 60 s), and the
+controller's DAG file beside this one (``retry_window_pool_breakers.py``).
 
 The API's URL is the run's ``conf["api"]``: ``make demo`` points it at a loopback
-stand-in that answers 503 until 40 s after the first retry reached it, then 200
-(``devstack/fleet_outage.py``).
-Its outage day sets the pool's round to 15 s so that the day takes about two minutes
-(``[retry_window] dependency_pools = {"positions_api": {"round": 15}}``); the
-default round is 60 s.
+stand-in that refuses every call (503) until the breaker has opened and one of its
+probes was refused, then answers 200 (``devstack/outage_day.py``).
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ on and commits, so the retry reconnects to it and nothing is repeated; the
 repeat's dry run exceeds the approved budget; a late day where nothing fits),
 then clears ``append`` with upstream on the first day, as the runbook says, and
 shows its gate holding the repeat. A last day runs ``retry_window_outage``: four
-gated loads of one pool against an API down until 40 s after the first retry
-reached it, whose retries are held at
-their start, probed, and released once a probe succeeds. Then it stops every
+gated loads of the breaker pool ``positions_api`` against an API that is down from
+their first tries until the breaker, open, has had a probe refused; the breaker holds
+every load, probes, and recovers once a probe succeeds. Then it stops every
 service it started.
 
 Each day prints one screen: a table of the tasks with their outcome, the decision
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_retrywindow.cli.table import render_table
+from devstack import outage_day
 from devstack.example import (
     AFTER_APPEND_CLEAR,
     DAG_ID,
@@ -49,17 +50,6 @@ from devstack.example import (
     load_start,
     problems,
     xcom,
-)
-from devstack.fleet_outage import (
-    DEMO_DAG,
-    DEMO_ENDPOINT,
-    DEMO_ENV,
-    DEMO_OUTAGE,
-    POOLS,
-    FleetStandIn,
-    create_pools,
-    demo_problems,
-    holds,
 )
 from devstack.stack import ROOT, AirflowStack, log
 
@@ -112,19 +102,6 @@ AFTER_CLEAR = (
 )
 #: the outage day's run (its own DAG: the delivery's days are about one task's failures)
 OUTAGE_DAY = "outage"
-OUTAGE_DATE = "2026-12-03"
-OUTAGE_LESSON = (
-    "The positions API was down until {outage:.0f} s after the first retry reached it. "
-    "Every first try failed, so pool {pool} opened: only {probes} retr{ies} reached the "
-    "API while it was down (one "
-    "probe a round); the others were held at their start (deferred to the triggerer: no "
-    "try spent, no worker while held; {held} holds of the loads' retries). Once a probe "
-    "succeeded the pool recovered, the triggerer woke the held retries within the round "
-    "(in waves while it was still recovering), and all {loads} loads succeeded with no "
-    "attempt exhausted."
-)
-#: how a try that reached the API was let run, by the dependency's latest action
-_LET_RUN = {"probe": "probed", "release": "released", "run": "ran"}
 #: what a task's bare number result means
 _RESULT_WORDS = {"dry_run_load": "the repeat would read {} GB"}
 
@@ -230,10 +207,14 @@ def task_rows(stack: AirflowStack, run_id: str, tasks: Sequence[str] = ()) -> li
         if tasks and task not in tasks:
             continue
         state, tries = states[task]
-        outcome = f"{state or 'none'}, try {tries}" if tries > 1 else state or "none"
         decision, reason = facts.about(task, state)
-        rows.append([task, outcome, decision, reason])
+        rows.append([task, outcome(state, tries), decision, reason])
     return rows
+
+
+def outcome(state: str | None, tries: int) -> str:
+    """A task's outcome as a day's table words it: its state, and its try after the first."""
+    return f"{state or 'none'}, try {tries}" if tries > 1 else state or "none"
 
 
 class RunFacts:
@@ -348,10 +329,10 @@ class RunFacts:
 # -- the full texts, for the details file --------------------------------------------------
 
 
-def policy_decisions(stack: AirflowStack, run_id: str) -> list[str]:
+def policy_decisions(stack: AirflowStack, run_id: str, dag_id: str = DAG_ID) -> list[str]:
     return [
         f"  {task_id:<18} try {entry['tryNumber']}: {entry['reason']}"
-        for task_id, entries in sorted(evidence(stack, run_id).items())
+        for task_id, entries in sorted(evidence(stack, run_id, dag_id=dag_id).items())
         for entry in entries
     ]
 
@@ -474,14 +455,19 @@ def screen(
     rows: list[list[str]],
     found: list[str],
     lesson: Callable[[], str],
+    *,
     what: str = "run",
+    notes: Sequence[str] = (),
 ) -> None:
-    """Print one screen: the title, the table of tasks, and what differs from the
-    example's expectations, or else the lesson (worked out only then)."""
+    """Print one screen: the title, the table of tasks, ``notes`` below it, and what
+    differs from the example's expectations, or else the lesson (worked out only then)."""
     print(f"\n===== {title}")
     print()
     print("\n".join(render_table(TABLE_HEADERS, rows, right=frozenset())))
     print()
+    if notes:
+        print("\n".join(notes))
+        print()
     if found:
         print(f"This {what} differs from what the example expects:")
         print("\n".join(f"  {problem}" for problem in found))
@@ -534,91 +520,49 @@ def repeat_append(stack: AirflowStack, run_id: str, details: Details) -> str:
     return state
 
 
-def dependency_rows(stack: AirflowStack, run_id: str, standin: FleetStandIn) -> list[list[str]]:
-    """The outage day's table: each load, what the API answered each of its tries, how
-    often it was held, and how its last try was let run."""
-    latest = latest_dependency_decisions(stack, run_id)
-    held = holds(stack, DEMO_DAG, run_id, every_try=True)
+def outage_rows(stack: AirflowStack, outage: outage_day.Outage) -> list[list[str]]:
+    """The outage day's table: each load, its outcome, the policy's latest decision about
+    it, and what each of its tries met: how long the breaker held it, whether it was a
+    probe, what the API answered."""
+    decided = evidence(stack, outage.run_id, dag_id=outage_day.DAG_ID)
     rows = []
-    for task, (state, tries) in sorted(stack.task_states(DEMO_DAG, run_id).items()):
-        record = latest.get(task, {})
-        answers = [each for each in standin.requests if each.task == task]
-        steps = [
-            f"try {each.try_number} {_answer_step(each.try_number, each.status, record)}"
-            for each in answers
-        ]
-        if held.get(task):
-            # Airflow's event log keeps each hold (deferral) of the task instance's retries
-            steps.insert(-1, f"held {held[task]}x at its retries' start, no try spent")
-        outcome = f"{state or 'none'}, try {tries}" if tries > 1 else state or "none"
-        decision = "dependency-held" if held.get(task) else record.get("decision", "-")
-        rows.append([task, outcome, decision, one_line("; ".join(steps))])
+    for task, (state, tries) in sorted(stack.task_states(outage_day.DAG_ID, outage.run_id).items()):
+        entries = decided.get(task) or []
+        decision = entries[-1]["result"]["tasks"][0]["decision"] if entries else "-"
+        rows.append([task, outcome(state, tries), decision, one_line(outage.told(task))])
     return rows
 
 
-def latest_dependency_decisions(stack: AirflowStack, run_id: str) -> dict[str, dict[str, Any]]:
-    """task id -> the latest dependency decision about it in the outage day's run."""
-    rows = stack.rows(
-        "select task_id, value from task_state_store where dag_id=:d and run_id=:r "
-        "and key='retry_window_dependency'",
-        d=DEMO_DAG,
-        r=run_id,
-    )
-    return {task: decoded(value) for task, value in rows}
-
-
-def _answer_step(try_number: int, status: int, record: dict[str, Any]) -> str:
-    if try_number == 1:
-        return f"ran: {status}"
-    if status != 200:  # a retry that reached the API while the pool was open probed it
-        return f"probed: {status}"
-    return f"{_LET_RUN.get(record.get('action', ''), 'ran')}: {status}"
-
-
-def outage_day(stack: AirflowStack, details: Details) -> str:
+def run_outage_day(stack: AirflowStack, details: Details) -> str:
     """Run the outage day against a stand-in of the API, and show it; return its run id."""
-    log(f"outage day: {DEMO_DAG}, the positions API down until {DEMO_OUTAGE:.0f} s after a retry")
-    stack.wait_for_dag(DEMO_DAG)
-    standin = FleetStandIn(DEMO_OUTAGE, from_try=2)
-    try:
-        run_id = stack.trigger(DEMO_DAG, conf={"api": standin.url}, logical_date=OUTAGE_DATE)
-        details.add(
-            ["", f"===== {OUTAGE_DAY} day: run {run_id}: task states as they changed ====="]
-        )
-        with redirect_stdout(details):
-            state = stack.wait_for_run(DEMO_DAG, run_id, timeout=300)
-    finally:
-        standin.close()
-    rows = dependency_rows(stack, run_id, standin)
+    log(
+        f"outage day: {outage_day.DAG_ID}, the positions API down until pool "
+        f"{outage_day.POOL}'s breaker has opened and one of its probes was refused"
+    )
+    outage = outage_day.stage(stack, details)
+    run_id, state = outage.run_id, outage.state
     details.add(
         [
             "",
             f"===== {OUTAGE_DAY} day: run {run_id} ended {state}: every decision in full =====",
-            "What the positions API answered:",
-            *(
-                f"  {each.task:<8} try {each.try_number}: {each.status}"
-                for each in standin.requests
-            ),
-            "The latest dependency decision about each load:",
-            *(
-                f"  {task:<8} {record['reason']}"
-                for task, record in sorted(latest_dependency_decisions(stack, run_id).items())
-            ),
+            *outage_day.details(outage),
+            "",
+            "What RetryWindowPolicy decided at each failure, and at each undecided try start:",
+            *(policy_decisions(stack, run_id, outage_day.DAG_ID) or ["  (no failure)"]),
         ]
     )
-    probes = len(standin.retries_while_down(DEMO_ENDPOINT))
+    breaker = [
+        f"Pool {outage_day.POOL}'s breaker, as the pool's description said (read every "
+        f"{outage_day.LOOK_EVERY:g} s):",
+        *(f"  {at}  {one_line(said)}" for at, said in outage.breaker_lines()),
+    ]
+    finals = stack.task_states(outage_day.DAG_ID, run_id)
     screen(
-        f"{OUTAGE_DAY} day, business date {OUTAGE_DATE}: run {run_id} ended {state}",
-        rows,
-        demo_problems(stack, run_id),
-        lambda: OUTAGE_LESSON.format(
-            outage=DEMO_OUTAGE,
-            pool=POOLS[0],
-            probes=probes,
-            ies="y" if probes == 1 else "ies",
-            held=sum(holds(stack, DEMO_DAG, run_id, every_try=True).values()),
-            loads=len(rows),
-        ),
+        f"{OUTAGE_DAY} day, business date {outage_day.DATE}: run {run_id} ended {state}",
+        outage_rows(stack, outage),
+        outage_day.problems(outage, finals),
+        lambda: outage_day.lesson(outage),
+        notes=breaker,
     )
     print(f"State log and every decision in full: {details.named()}")
     return run_id
@@ -631,11 +575,11 @@ def play(stack: AirflowStack, details: Details) -> dict[str, str]:
 
     Returns each day's run id by the day's kind.
     """
-    # the outage day's pool exists from the start: its settings name it on every day
-    create_pools(stack, POOLS[:1])
+    # the outage day's pool exists from the start: the breakers' controller watches it
+    outage_day.create_pool(stack)
     runs = {day.kind: run_day(stack, day, details) for day in DAYS}
     repeat_append(stack, runs[DAYS[0].kind], details)
-    runs[OUTAGE_DAY] = outage_day(stack, details)
+    runs[OUTAGE_DAY] = run_outage_day(stack, details)
     print()
     print(textwrap.fill(EVERY_DAY, width=100))
     claims = [line for line in details.claims if PER_DECISION_CLAIM not in line]
@@ -655,7 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = parser.parse_args(argv).verbose
     shutil.rmtree(HOME, ignore_errors=True)
     stack = AirflowStack(
-        home=HOME, database_url=f"sqlite:///{HOME}/airflow.db", extra_env=dict(DEMO_ENV)
+        home=HOME, database_url=f"sqlite:///{HOME}/airflow.db", extra_env=dict(outage_day.ENV)
     )
     stack.prepare()
     with Details(DETAILS, verbose=verbose) as details:
@@ -663,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stack.start("api-server", "scheduler", "dag-processor", "triggerer")
             log(f"waiting for the DAG processor to parse {DAG_ID}")
             stack.wait_for_dag(DAG_ID)
-            stack.wait_for_dag(DEMO_DAG)
+            stack.wait_for_dag(outage_day.DAG_ID)
             play(stack, details)
         except Exception as error:
             print(f"\nThe demo failed: {error}", file=sys.stderr)

@@ -169,12 +169,14 @@ def xcom(stack: AirflowStack, run_id: str, task_id: str, key: str = "return_valu
     return decoded(rows[0][0]) if rows else None
 
 
-def evidence(stack: AirflowStack, run_id: str) -> dict[str, list[dict[str, Any]]]:
-    """task id -> the policy's recorded decisions, in order."""
+def evidence(
+    stack: AirflowStack, run_id: str, *, dag_id: str = DAG_ID
+) -> dict[str, list[dict[str, Any]]]:
+    """task id -> the policy's recorded decisions, in order (of the example's run by default)."""
     rows = stack.rows(
         "select task_id, value from task_state_store where dag_id=:d and run_id=:r "
         "and key='retry_window.evidence'",
-        d=DAG_ID,
+        d=dag_id,
         r=run_id,
     )
     return {task: decoded(value)["decisions"] for task, value in rows}

@@ -63,12 +63,16 @@ class CapacityVerdict:
         }
 
 
-def assess(pool_name: str, pool_slots: int, state: PoolRow | None) -> CapacityVerdict:
+def assess(
+    pool_name: str, pool_slots: int, state: PoolRow | None, *, size: int | None = None
+) -> CapacityVerdict:
     """The capacity verdict for a task needing ``pool_slots`` slots of ``pool_name``.
 
     :param pool_name: the pool the task runs in.
     :param pool_slots: the slots one attempt holds (``pool_slots`` of the task).
     :param state: the pool as reported by the API, ``None`` if it was not found.
+    :param size: the pool's own size when its breaker holds it below that (its slots
+        come back as the dependency does): what the task can ever get.
     """
     if isinstance(pool_slots, bool) or not isinstance(pool_slots, int) or pool_slots < 1:
         raise ValueError(f"pool_slots must be a whole number of at least 1, got {pool_slots!r}")
@@ -87,10 +91,11 @@ def assess(pool_name: str, pool_slots: int, state: PoolRow | None) -> CapacityVe
         return CapacityVerdict(
             FITS_NOW, f"{FITS_NOW}: {need}, which is unlimited", pool_name, pool_slots, state
         )
-    if pool_slots > state.slots:
+    whole = state.slots if size is None else max(size, state.slots)
+    if pool_slots > whole:
         return CapacityVerdict(
             CAPACITY_INFEASIBLE,
-            f"{CAPACITY_INFEASIBLE}: {need}, which has only {state.slots}; it can never run "
+            f"{CAPACITY_INFEASIBLE}: {need}, which has only {whole}; it can never run "
             "there (free workers do not add pool slots)",
             pool_name,
             pool_slots,

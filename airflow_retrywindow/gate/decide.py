@@ -285,7 +285,9 @@ def decide(
                 breaker=(breakers or {}).get(view.pool),
             )
     decisions = tuple(
-        rows[view.instance] if view.facts else _not_attempted(view, ids[view.instance], pools)
+        rows[view.instance]
+        if view.facts
+        else _not_attempted(view, ids[view.instance], pools, (breakers or {}).get(view.pool))
         for view in observed
     )
     budget_verdict = budget.verdict() if budget is not None else None
@@ -348,7 +350,7 @@ def _decided(
         "estimatedFinish": _iso(clock, decision.estimated_finish),
         "slackSeconds": decision.slack(fixture.deadline),
     }
-    capacity = assess(view.pool, view.pool_slots, pools.get(view.pool))
+    capacity = assess(view.pool, view.pool_slots, pools.get(view.pool), size=_size(breaker))
     start = decision.earliest_start
     row = TargetDecision(
         task_id=view.target.task_id,
@@ -392,13 +394,20 @@ def _on_breaker(
     )
 
 
-def _not_attempted(view: Observed, model_id: str, pools: Mapping[str, PoolRow]) -> TargetDecision:
+def _size(breaker: BreakerHold | None) -> int | None:
+    """The pool's own size when its breaker holds it below that, else ``None``."""
+    return breaker.state.size if breaker is not None and breaker.state.holds else None
+
+
+def _not_attempted(
+    view: Observed, model_id: str, pools: Mapping[str, PoolRow], breaker: BreakerHold | None
+) -> TargetDecision:
     task_id, name = view.target.task_id, view.instance.label
     text = (
         f"{NOT_ATTEMPTED}: {name} has no try in this run yet; a first run is not a retry, "
         "so the gate does not hold it back"
     )
-    capacity = assess(view.pool, view.pool_slots, pools.get(view.pool))
+    capacity = assess(view.pool, view.pool_slots, pools.get(view.pool), size=_size(breaker))
     status = _held(
         f"{name}: confirmed no attempt in this run; unknown: whether the first attempt "
         "succeeds; next: run it as scheduled; next evidence: the first attempt's result.",

@@ -14,10 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import pytest
-from devstack.fleet_outage import DEMO_DAG, DEMO_ENV, DEMO_MAX_TRY, demo_problems, holds
 
-from devstack import demo
+from airflow_retrywindow.breaker.settings import CONTROLLER_DAG
+from airflow_retrywindow.records.breaker_state import (
+    CLOSED,
+    OPEN,
+    RECOVERING,
+    SUCCEEDED,
+    BreakerState,
+)
+from devstack import demo, outage_day
+from devstack.breaker_fleet import breaker_line
 from devstack.example import (
     DAG_ID,
     DAYS,
@@ -51,8 +60,10 @@ errors = {{os.path.basename(name): error for name, error in bag.import_errors.it
 print(json.dumps({{"dag_ids": sorted(bag.dag_ids), "errors": errors}}))
 sys.exit(1 if errors else 0)
 """
-#: the DAG file of the example with a gate and a sensor only, which every Airflow parses
+#: the DAG files of the example with a gate and a sensor only, and of the breakers'
+#: controller, which every Airflow parses
 GATE_EXAMPLE = "retry_window_gate_example"
+EVERY_AIRFLOW = sorted([GATE_EXAMPLE, CONTROLLER_DAG])
 #: the example files that build a RetryWindowPolicy: import errors before Airflow 3.3
 POLICY_FILES = {"retry_window_example.py", "retry_window_outage.py"}
 
@@ -84,39 +95,21 @@ def test_every_dag_file_parses_without_cycles_and_passes_check_dag(
     found = parsed(parse_dags({**os.environ, **API_CONNECTION}))
     if retry_policies:
         assert found["errors"] == {}
-        assert {DAG_ID, GATE_EXAMPLE} <= set(found["dag_ids"])
+        assert {DAG_ID, outage_day.DAG_ID, *EVERY_AIRFLOW} <= set(found["dag_ids"])
     else:
         # the DAG files with a retry policy are refused, and they alone
         assert set(found["errors"]) == POLICY_FILES
         for name in POLICY_FILES:
             assert "retry policies arrived in Airflow 3.3" in found["errors"][name], name
-        assert found["dag_ids"] == [GATE_EXAMPLE]
-
-
-@pytest.mark.airflow
-@pytest.mark.requires_airflow_3_3
-def test_a_gated_task_in_a_pool_is_refused_without_the_connection_its_pool_is_read_with(
-    airflow_db: Path,
-) -> None:
-    environment = {key: value for key, value in os.environ.items() if key not in API_CONNECTION}
-    done = parse_dags(environment)
-    assert done.returncode != 0
-    shown = "\n".join(parsed(done)["errors"].values())
-    assert "task 'extract_positions' runs in pool 'positions_db', a dependency" in shown, shown
-    assert "connection 'airflow_api_default' ([retry_window] default_conn_id)" in shown
-    switched_off = {
-        **environment,
-        # the delivery's pool, and the outage example's
-        "AIRFLOW__RETRY_WINDOW__DEPENDENCY_POOLS": '{"positions_db": "off", "positions_api": "off"}',  # noqa: E501
-    }
-    assert parse_dags(switched_off).returncode == 0
+        assert found["dag_ids"] == EVERY_AIRFLOW
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("example-stack")
     services = ["api-server", "scheduler", "dag-processor", "triggerer"]
-    with sqlite_stack(home, services, [DAG_ID, DEMO_DAG], extra_env=DEMO_ENV) as running:
+    dag_ids = [DAG_ID, outage_day.DAG_ID, CONTROLLER_DAG]
+    with sqlite_stack(home, services, dag_ids, extra_env=outage_day.ENV) as running:
         yield running
 
 
@@ -386,33 +379,94 @@ def test_clearing_append_with_upstream_lets_its_gate_hold_the_repeat(
 
 @pytest.mark.airflow
 @pytest.mark.slow(minutes=7.5)
-def test_the_outage_day_holds_the_retries_and_every_load_succeeds_after_it(
+def test_the_outage_days_breaker_holds_every_load_probes_and_recovers(
     stack: AirflowStack, played: Played
 ) -> None:
     run_id = played.runs[demo.OUTAGE_DAY]
-    assert stack.run_state(DEMO_DAG, run_id) == "success"
-    assert demo_problems(stack, run_id) == []
-    finals = stack.task_states(DEMO_DAG, run_id)
+    assert stack.run_state(outage_day.DAG_ID, run_id) == "success"
+    finals = stack.task_states(outage_day.DAG_ID, run_id)
     assert len(finals) == 4
-    # every load succeeded, none with its attempts exhausted (retries=3: tries 1 to 4)
-    assert all(state == "success" and tries <= DEMO_MAX_TRY for state, tries in finals.values())
-    held = holds(stack, DEMO_DAG, run_id, every_try=True)
-    assert sum(held.values()) >= 1, held
+    # every load's first try met the outage, and none exhausted its attempts
+    assert all(
+        state == "success" and 2 <= tries <= outage_day.MAX_TRY for state, tries in finals.values()
+    ), finals
+    # the breaker's own record, on the pool: closed again at the pool's size once a probe
+    # of the outage succeeded
+    breaker = BreakerState.of(breaker_line(stack, outage_day.POOL))
+    assert breaker is not None
+    assert (breaker.phase, breaker.slots, breaker.size) == (CLOSED, 4, 4), breaker
+    assert breaker.probes >= 1 and breaker.last_probe is not None, breaker
+    assert breaker.last_probe.outcome == SUCCEEDED, breaker
+    # a retry waited for a slot, scheduled and not queued, for a round at least: held
+    waits = [
+        each.queued - each.scheduled
+        for each in outage_day.tries(stack, run_id, [])
+        if each.number > 1 and each.queued is not None and each.scheduled is not None
+    ]
+    assert max(waits) >= outage_day.ROUND, waits
     screen = played.screens()[demo.OUTAGE_DAY]
-    assert screen.startswith(f"===== outage day, business date {demo.OUTAGE_DATE}: ")
+    assert screen.startswith(f"===== outage day, business date {outage_day.DATE}: ")
     assert len(screen.splitlines()) <= 60, screen
     rows = table(screen)
     assert set(rows) == set(finals)
     for task, (state, tries) in finals.items():
         assert rows[task][0] == outcome(state, tries)
-        assert rows[task][2].startswith("try 1 ran: 503"), rows[task]
-    assert [task for task, cells in rows.items() if cells[1] == "dependency-held"], screen
-    # the retries that reached the API while it was down probed it; the rest were held
-    assert any("probed: 503" in cells[2] for cells in rows.values()), screen
-    # once a probe found the API back, the held retries came through: released in a wave
-    # while the pool was recovering, or run once it had closed (which one is timing)
-    assert any("released: 200" in cells[2] or "ran: 200" in cells[2] for cells in rows.values()), (
-        screen
-    )
-    assert "Lesson: The positions API was down until 40 s after the first retry" in screen
+        assert rows[task][2].startswith("try 1: 503"), rows[task]
+    # each try as the API answered it, and how long the breaker held it: a probe refused,
+    # then the API back
+    assert any(" held " in cells[2] for cells in rows.values()), screen
+    assert any(", probe: 503" in cells[2] for cells in rows.values()), screen
+    assert any(cells[2].endswith(": 200") for cells in rows.values()), screen
+    # the breaker's phases, as the pool's description said them
+    told = screen.split("Pool positions_api's breaker, as the pool's description said", 1)[1]
+    phases = re.findall(r"^  \d\d:\d\d:\d\dZ  (\w+) since ", told, re.MULTILINE)
+    assert "open" in phases and phases[-1] == "closed", told
+    assert outage_day.BACK in told
+    assert "Lesson: The positions API was down from the loads' first tries" in screen
     assert "differs from what the example expects" not in screen
+    details = played.details.read_text()
+    assert f"===== outage day: run {run_id}: task states as they changed =====" in details
+    assert "What the positions API answered, each call:" in details
+    assert "retry window breaker: open since " in details
+
+
+def test_the_outage_days_tries_are_told_by_the_breakers_phases() -> None:
+    at = pendulum.datetime(2026, 12, 3, 10, tz="UTC")
+    watching = BreakerState.closed(outage_day.POOL, 4, at, "watching the pool")
+    opened = watching.moved(OPEN, 0, at.add(seconds=10), "3 calls refused, none served")
+    recovering = opened.moved(RECOVERING, 2, at.add(seconds=40), "1 calls served")
+    seen = [
+        outage_day.Seen(state.since.timestamp() + 1, state)
+        for state in (watching, opened, recovering)
+    ]
+    start = at.timestamp()
+    tries = [
+        outage_day.Try("load_0", 1, start, start, 503),
+        # scheduled while open, queued in the probe's slot
+        outage_day.Try("load_0", 2, start + 15, start + 25, 503),
+        # scheduled while open, queued once the breaker recovered
+        outage_day.Try("load_1", 2, start + 15, start + 41, 200),
+    ]
+    outage = outage_day.Outage("run", "success", [], seen, start + 30, tries)
+    assert outage.told("load_0") == "try 1: 503; try 2 held 10 s, probe: 503"
+    assert outage.told("load_1") == "try 2 held 26 s: 200"
+    assert [each.number for each in outage.probes()] == [2]
+    told = [said for _, said in outage.breaker_lines()]
+    assert told[2] == outage_day.BACK and told[3].startswith("recovering since 10:00:40Z")
+
+
+def test_the_outage_day_differs_loudly_when_the_breaker_never_opened() -> None:
+    at = pendulum.datetime(2026, 12, 3, 10, tz="UTC")
+    watching = BreakerState.closed(outage_day.POOL, 4, at, "watching the pool")
+    # the loads ran into the outage unheld: each of its four tries refused
+    refused = [
+        outage_day.Try(f"load_{n}", number, None, None, 503) for n in range(4) for number in (1, 2)
+    ]
+    outage = outage_day.Outage(
+        "manual__2026-12-03", "failed", [], [outage_day.Seen(at.timestamp(), watching)], None,
+        refused,
+    )  # fmt: skip
+    finals = {f"load_{n}": ("failed", 4) for n in range(4)}
+    found = outage_day.problems(outage, finals)
+    assert "pool positions_api's breaker never opened" in found[-1], found
+    assert found[0] == "load_0: expected success by try 4, got failed at try 4"

@@ -2,7 +2,9 @@
 
 The server authenticates with Airflow's SimpleAuthManager: one ``viewer`` user
 (read-only is all a gate needs) whose password sits in a passwords file, and
-the gate's connection ``airflow_api_default`` holds that user and password.
+the gate's connection ``airflow_api_default`` holds that user and password; and one
+``op`` user, who edits pools as the breakers' controller does, for the tests that write
+a breaker pool's state.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from devstack.stack import end_group, free_port
 from tests.gate.gate_runs import ApiServer, install_dags
 
 VIEWER = "rw_gate_viewer"
+#: who edits a pool (Airflow's ``op`` role may), as the breakers' controller does
+OPERATOR = "rw_gate_operator"
 
 
 #: the pools of this folder's DAGs: name -> slots, description
 POOLS = {
     "rw_gate_positions": (2, "positions database"),  # one heavy (2) or two light (1) reads
-    "rw_gate_feed": (4, "a feed whose failures trip it (rw_gate_pool_open)"),
+    "rw_gate_feed": (4, "a breaker pool, its state written by the test (rw_gate_pool_open)"),
 }
 
 
@@ -58,12 +62,12 @@ def gate_home(airflow_db: Path) -> Path:
 def api_server(gate_home: Path) -> Iterator[ApiServer]:
     """``airflow api-server`` serving ``/api/v2`` for the tests, stopped at the end."""
     port = free_port()
-    password = secrets.token_urlsafe(16)
+    password, operator_password = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     passwords = gate_home / "rw_gate_passwords.json"
-    passwords.write_text(json.dumps({VIEWER: password}))
+    passwords.write_text(json.dumps({VIEWER: password, OPERATOR: operator_password}))
     env = {
         **os.environ,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{VIEWER}:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{VIEWER}:viewer,{OPERATOR}:op",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
     }
@@ -75,7 +79,12 @@ def api_server(gate_home: Path) -> Iterator[ApiServer]:
              "--apps", "core", "--workers", "1"],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
-    server = ApiServer(url=f"http://127.0.0.1:{port}", login=VIEWER, password=password)
+    server = ApiServer(
+        url=f"http://127.0.0.1:{port}",
+        login=VIEWER,
+        password=password,
+        operator=(OPERATOR, operator_password),
+    )
     try:
         _wait_until_up(server.url, process, log_path)
         yield server

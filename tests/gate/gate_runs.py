@@ -62,11 +62,13 @@ DAGS_TEST = textwrap.dedent(
 
 @dataclass(frozen=True)
 class ApiServer:
-    """A running API server and the viewer allowed to read it."""
+    """A running API server, the viewer allowed to read it, and a user allowed to edit
+    its pools (login, password)."""
 
     url: str
     login: str
     password: str
+    operator: tuple[str, str] = ("", "")
 
     @property
     def port(self) -> int:

@@ -12,7 +12,9 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_retrywindow.breaker.settings import BreakerSettings
 from airflow_retrywindow.exceptions import ObservationError, RetryWindowGateError, TargetError
+from airflow_retrywindow.gate.breaker_hold import BreakerHold
 from airflow_retrywindow.gate.budget import Budget, BudgetError
 from airflow_retrywindow.gate.capacity import assess
 from airflow_retrywindow.gate.decide import decide, group_by_policy
@@ -27,6 +29,7 @@ from airflow_retrywindow.hooks.api_reader import (
     TaskInstanceRow,
     connection_url,
 )
+from airflow_retrywindow.records.breaker_state import OPEN, BreakerState
 from airflow_retrywindow.timing.retry_settings import RetrySettings
 from airflow_retrywindow.timing.work import Work
 from devstack.stack import free_port
@@ -454,6 +457,27 @@ def test_a_missing_or_unlimited_pool() -> None:
 def test_the_smaller_of_reported_and_computed_open_slots_counts() -> None:
     odd = PoolRow("positions_db", 2, 0, 0, 1, False)  # report says only 1 is open
     assert assess("positions_db", 2, odd).verdict == "wait-capacity"
+
+
+def test_a_pool_its_breaker_holds_below_its_size_is_waited_for_not_refused() -> None:
+    # the breaker opened: the pool's 2 slots are 0 until its dependency answers again
+    held = PoolRow("positions_db", 0, 0, 0, 0, False)
+    opened = BreakerState.closed("positions_db", 2, NOW.subtract(minutes=5), "watching the pool")
+    opened = opened.moved(OPEN, 0, NOW.subtract(minutes=1), "3 calls refused, none served")
+    view = observe(_target(), _row("failed", 1, 2), failure=None, failure_source="")
+    table = decide(
+        [view], as_of=NOW, deadline=NOW.add(hours=6), max_observation_age=3600,
+        origin=NOW.subtract(days=1), pools={"positions_db": held},
+        breakers={"positions_db": BreakerHold(opened, BreakerSettings())},
+    )  # fmt: skip
+    row = table.decision("load")
+    assert row.decision == "dependency-held", row.reason
+    # the pool's own size is 2: the repeat waits for a slot, it is not refused for good
+    assert row.capacity.verdict == "wait-capacity", row.capacity.reason
+    assert not row.capacity.blocks and row.waits
+    assert "Held back by its pool" not in row.status
+    # a task larger than the pool's own size still never fits
+    assert assess("positions_db", 3, held, size=opened.size).blocks
 
 
 # -- budget ----------------------------------------------------------------------------
