@@ -130,16 +130,16 @@ def tripped(
     """The breaker a failing try opens, or ``None`` when it opens none.
 
     A try whose failure counts against the dependency opens a closed breaker at once, in
-    its own process and before its slot is freed, when ``refused`` (itself included)
-    calls were refused since the pool's last success: a pool's worth of them, and at
-    least ``trip_calls``. A dependency that serves part of the load serves a call now and
-    then among its refusals, which starts the count again: the controller's round, which
-    sees what was served, limits the pool instead.
+    its own process and before its slot is freed, when ``refused`` (itself included, at
+    least ``trip_calls``) calls were refused since the newest served call began. A
+    dependency that serves part of the load looks the same for a moment: its first probe
+    is served, and the breaker comes back at half the pool's size (:func:`_open`), from
+    where its round limits the pool to what it serves.
 
     :param refused: the calls refused since the pool's last success, this one included.
     :param by: the task instance, as the state names who changed it.
     """
-    if state.phase != CLOSED or refused < max(settings.trip_calls, state.slots):
+    if state.phase != CLOSED or refused < settings.trip_calls:
         return None
     reason = f"{refused} calls refused since the pool's last success; tripped by {by}"
     opened = state.moved(OPEN, 0, at, reason)
@@ -169,7 +169,10 @@ def _open(state: BreakerState, reading: Reading, settings: BreakerSettings) -> S
     if reading.successes:
         if probe is not None and probe.outcome == STARTED:
             probe = Probe(probe.at, SUCCEEDED)
-        slots = min(state.size, RECOVERY_START)
+        # served at the first probe of a breaker just opened: the dependency serves part of
+        # the load, or a blip is over: back at half the pool's size, not from the start
+        short = state.probes <= 1 and at - state.since <= 2 * timedelta(seconds=settings.round)
+        slots = min(state.size, max(RECOVERY_START, state.size // 2 if short else 0))
         recovering = replace(state, last_probe=probe, next_probe=None)
         reason = f"{reading.successes} calls served: the dependency answers again"
         return _to(recovering, RECOVERING, slots, at, reason)

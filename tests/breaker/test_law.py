@@ -136,11 +136,19 @@ def test_a_probe_no_task_took_is_opened_again_the_next_round() -> None:
     assert not running.probe
 
 
-def test_the_probe_that_succeeds_starts_the_recovery_at_two_slots() -> None:
-    opened = replace(watching(), phase=OPEN, slots=0, next_probe=START)
+def test_after_an_outage_the_probe_that_succeeds_starts_the_recovery_at_two_slots() -> None:
+    opened = replace(watching(), phase=OPEN, slots=0, since=START, probes=3, next_probe=START)
     seen = run(opened, Dependency(capacity=24), rounds=2)
     assert seen[1].phase == RECOVERING and seen[1].slots == 2
     assert seen[1].last_probe is not None and seen[1].last_probe.outcome == SUCCEEDED
+
+
+def test_a_first_probe_served_just_after_a_trip_comes_back_at_half_the_pool() -> None:
+    # a brownout looks like an outage for a moment: the trip, then its first probe served
+    opened = replace(watching(16), phase=OPEN, slots=0, since=START, next_probe=START)
+    seen = run(opened, Dependency(capacity=4), rounds=4)
+    assert [state.slots for state in seen[:3]] == [0, 8, 4]
+    assert seen[2].phase == LIMITED
 
 
 @pytest.mark.parametrize(("size", "capacity"), [(24, 6), (16, 4), (8, 2), (100, 25)])
@@ -183,11 +191,8 @@ def test_a_breaker_limited_to_the_pools_size_closes() -> None:
 
 def test_a_failing_try_trips_a_closed_breaker_once_enough_were_refused() -> None:
     at = START.add(seconds=3)
-    # a pool's worth of calls refused with none served between them, at least trip_calls
-    assert tripped(watching(2), 2, at, "load[3]", SETTINGS) is None
-    assert tripped(watching(24), 23, at, "load[3]", SETTINGS) is None
-    assert tripped(watching(24), 24, at, "load[3]", SETTINGS) is not None
-    found = tripped(watching(), 24, at, "load[3]", SETTINGS)
+    assert tripped(watching(), 2, at, "load[3]", SETTINGS) is None
+    found = tripped(watching(), 3, at, "load[3]", SETTINGS)
     assert found is not None
     assert (found.phase, found.slots, found.size, found.by) == (OPEN, 0, 24, "load[3]")
     recovering = replace(watching(), phase=RECOVERING, slots=4)
