@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=6)]
 SCREENSHOT = ROOT / "docs" / "images" / "retry-window-view.png"
 REFUSED = "report"  # on a late day its policy refuses: deadline-infeasible
 GATE_DAG_ID = "retry_window_gate_example"
+SENSOR = "load_retry_window"  # the gate example's sensor, holding load's retry
 #: the files of dags/ that build a RetryWindowPolicy: import errors before Airflow 3.3
 POLICY_FILES = {"retry_window_example.py", "retry_window_outage.py"}
 
@@ -266,7 +267,7 @@ def test_downloaded_fixture_replays_to_the_stored_result(
 
 def test_gate_and_sensor_link_to_their_tab(gate_run: FinishedRun) -> None:
     run = f"/dags/{GATE_DAG_ID}/dagRuns/{gate_run.run_id}"
-    for task_id in ("retry_gate", "load_retry_window"):
+    for task_id in ("retry_gate", SENSOR):
         links = gate_run.stack.api("GET", f"/api/v2{run}/taskInstances/{task_id}/links")
         assert links["extra_links"]["Retry window"] == (
             f"{gate_run.stack.url}/dags/{GATE_DAG_ID}/runs/{gate_run.run_id}"
@@ -292,16 +293,80 @@ def test_the_gate_and_the_sensor_decided_on_the_scheduler(gate_run: FinishedRun)
         "archive": "attempts-exhausted",
         "transform": "deadline-infeasible",
     }
-    sensor = gate_run.record("load_retry_window")
+    sensor = gate_run.record(SENSOR)
     assert decisions(sensor) == {"load": "retry-eligible"}
-    # The sensor held the retry until load's backoff was over. How much of the backoff it
-    # waited, and where, depends on how late it started after load failed (on a busy
-    # machine, after the backoff): the deferral is test_sensor_run's, with a backoff no
-    # start misses. Whatever it waited for was that backoff.
-    for wait in sensor["waits"]:
-        assert wait["reason"].startswith("wait-backoff: attempt 2 of 2 may start at"), wait
-    backoff_over = ended(gate_run, "load") + retry_delay(gate_run, "load")
-    assert started(gate_run, "retry_load") >= backoff_over
+    sensor_held_the_retry(
+        sensor,
+        backoff_over=ended(gate_run, "load") + retry_delay(gate_run, "load"),
+        retry_started=started(gate_run, "retry_load"),
+    )
+
+
+def sensor_held_the_retry(
+    sensor: dict[str, Any], *, backoff_over: pendulum.DateTime, retry_started: pendulum.DateTime
+) -> None:
+    """The sensor looked while load's backoff ran, waited once until its end, decided again
+    after it, and the retry started after it.
+
+    :param sensor: the sensor's decision record.
+    :param backoff_over: when load's backoff ended: its try's end plus its retry_delay.
+    :param retry_started: when retry_load started.
+    """
+    # no wait recorded: the sensor never held the retry
+    assert len(sensor["waits"]) == 1, sensor["waits"]
+    (wait,) = sensor["waits"]
+    assert wait["reason"].startswith("wait-backoff: attempt 2 of 2 may start at"), wait
+    looked, until = _parsed(wait["at"]), _parsed(wait["until"])
+    assert looked < backoff_over <= until, wait
+    assert _parsed(sensor["asOf"]) >= until, sensor["asOf"]
+    assert retry_started >= backoff_over
+
+
+#: load's end in the records of :func:`test_the_sensor_check_fails_when_the_sensor_did_not_wait`
+LOAD_ENDED = pendulum.datetime(2026, 12, 3, 9, 0, 0, tz="UTC")
+
+
+def _sensor_record(*waits: tuple[int, int], decided_at: int) -> dict[str, Any]:
+    """A sensor's record: its waits (looked at, until) and its last decision, in seconds after
+    load's end."""
+
+    def at(seconds: int) -> str:
+        return LOAD_ENDED.add(seconds=seconds).isoformat()
+
+    reason = "wait-backoff: attempt 2 of 2 may start at 2026-12-03T09:00:41Z"
+    return {
+        "waits": [{"at": at(a), "until": at(u), "reason": reason} for a, u in waits],
+        "asOf": at(decided_at),
+    }
+
+
+@pytest.mark.parametrize(
+    "sensor",
+    [
+        _sensor_record(decided_at=55),  # started after the backoff: nothing to wait for
+        _sensor_record((45, 46), decided_at=46),  # looked after the backoff was over
+        _sensor_record((10, 30), decided_at=30),  # woke before the backoff's end
+        _sensor_record((10, 41), decided_at=35),  # decided before its wait ended
+    ],
+    ids=["no-wait", "looked-late", "woke-early", "decided-early"],
+)
+def test_the_sensor_check_fails_when_the_sensor_did_not_wait(sensor: dict[str, Any]) -> None:
+    backoff_over = LOAD_ENDED.add(seconds=40)
+    with pytest.raises(AssertionError):
+        sensor_held_the_retry(
+            sensor, backoff_over=backoff_over, retry_started=LOAD_ENDED.add(seconds=60)
+        )
+    # the run the stack makes: a look at the end of load, a wait to a second past the backoff
+    waited = _sensor_record((0, 41), decided_at=41)
+    sensor_held_the_retry(
+        waited, backoff_over=backoff_over, retry_started=LOAD_ENDED.add(seconds=42)
+    )
+
+
+def _parsed(text: str) -> pendulum.DateTime:
+    moment = pendulum.parse(text, tz="UTC")
+    assert isinstance(moment, pendulum.DateTime), text
+    return moment
 
 
 def started(run: FinishedRun, task_id: str) -> pendulum.DateTime:
@@ -322,9 +387,7 @@ def ended(run: FinishedRun, task_id: str) -> pendulum.DateTime:
 
 def _moment(rows: list[Any]) -> pendulum.DateTime:
     ((value,),) = rows
-    moment = pendulum.parse(str(value), tz="UTC")
-    assert isinstance(moment, pendulum.DateTime), value
-    return moment
+    return _parsed(str(value))
 
 
 def retry_delay(run: FinishedRun, task_id: str) -> timedelta:
@@ -360,7 +423,7 @@ def test_the_view_shows_the_gate_and_sensor_records_to_who_may_read_them(
     assert page.status == 200
     assert "Gate retry_gate" in page.body
     assert "Sensor load_retry_window" in page.body
-    for task_id in ("retry_gate", "load_retry_window"):
+    for task_id in ("retry_gate", SENSOR):
         for row in gate_run.record(task_id)["decisions"]:
             assert row["reason"].split(":")[0] in page.body
             assert f'data-task="{row["taskId"]}"' in page.body
