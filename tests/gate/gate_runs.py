@@ -4,16 +4,29 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pendulum
+
+from tests.gate.frozen_server_clock import server_on
+from tests.gate.run_clock import RunClock
+
 DAGS = Path(__file__).with_name("dags")
+#: the repository, on a DAG run's import path: its process imports tests.gate.run_clock
+ROOT = Path(__file__).resolve().parents[2]
+#: the longest a test DAG's run may take: its process is then ended
+RUN_LIMIT = 300
 
 #: installed as ``sitecustomize`` in an audited process: logs every socket it opens
 AUDIT_HOOK = textwrap.dedent(
@@ -40,11 +53,16 @@ AUDIT_HOOK = textwrap.dedent(
 #: 3 s of a core each): on 3.2 that was 55 of the 70 CPU s of the gate's table DAG, and
 #: most of the sensor DAG's. Airflow 3.3 wraps ``in_process_api_server`` in
 #: ``functools.lru_cache``; this does the same where it is not. Nothing else changes: each
-#: task still gets its DAG bag and client.
+#: task still gets its DAG bag and client. A run given a clock (``tests/gate/run_clock.py``)
+#: follows it from the start.
 DAGS_TEST = textwrap.dedent(
     """
     import functools
     import sys
+
+    from tests.gate import run_clock
+
+    run_clock.follow()  # the test's clock, when it gives the run one
 
     from airflow.sdk.execution_time import supervisor
 
@@ -79,6 +97,36 @@ class ApiServer:
         )
 
 
+@contextmanager
+def on_run_clock(server: ApiServer, folder: Path) -> Iterator[tuple[RunClock, ApiServer]]:
+    """A clock for a DAG run (its environment: :meth:`RunClock.env`), and ``server`` as the
+    run reads it: behind a proxy whose ``Date`` tells the run's time.
+
+    :param folder: where the clock's file is kept.
+    """
+    clock = RunClock.started(folder / "run-clock")
+    with server_on(server.url, clock) as url:
+        yield clock, replace(server, url=url)
+
+
+#: a sensor's line that says until when it waits: ISO 8601 when it defers or sleeps,
+#: pendulum's own form ("2026-12-07 02:29:36+00:00") when it pokes or reschedules
+WAITS_UNTIL = re.compile(
+    r"(?:deferring until|waiting here until|poking again at) "
+    r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))"
+)
+
+
+def run_from_the_wait(clock: RunClock, line: str) -> None:
+    """On a sensor's line that says until when it waits, with the run's clock stopped, set
+    the clock running from that instant: the wait is over when the sensor looks again."""
+    found = WAITS_UNTIL.search(line)
+    if found and clock.stopped():
+        until = pendulum.parse(found.group(1).replace(" ", "T"), tz="UTC")
+        assert isinstance(until, pendulum.DateTime), line
+        clock.run_from(max(until, pendulum.from_timestamp(clock.now(), tz="UTC")))
+
+
 def install_dags(home: Path) -> None:
     """Copy this folder's test DAGs into the Airflow home's DAG bundle."""
     target = home / "dags"
@@ -96,23 +144,47 @@ def gate_env(server: ApiServer, **extra: str) -> dict[str, str]:
     }
 
 
-def dags_test(dag_id: str, env: dict[str, str], *, audit: Path | None = None) -> tuple[str, str]:
+def dags_test(
+    dag_id: str,
+    env: dict[str, str],
+    *,
+    audit: Path | None = None,
+    clock: RunClock | None = None,
+) -> tuple[str, str]:
     """Run one DAG run to its end in-process (``airflow dags test``); return run id and output.
 
     :param audit: when given, every socket the process opens is logged to this file.
+    :param clock: the run's clock (:func:`on_run_clock`): a task may stop it, and a sensor's
+        line that says until when it waits sets it running from that instant.
     """
-    env = dict(env)
+    if clock is not None:
+        env = {**env, **clock.env()}
+    env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))}
     if audit is not None:
         hook_dir = audit.parent / "audit_site"
         hook_dir.mkdir(exist_ok=True)
         (hook_dir / "sitecustomize.py").write_text(AUDIT_HOOK)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook_dir), env.get("PYTHONPATH")]))
         env["RW_SOCKET_AUDIT"] = str(audit)
-    done = subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, "-c", DAGS_TEST, "dags", "test", dag_id],
-        env=env, capture_output=True, text=True, check=False, timeout=300,
+        env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
     )  # fmt: skip
-    output = done.stdout + done.stderr
+    ended = threading.Timer(RUN_LIMIT, process.kill)  # a run that hangs fails its test
+    ended.start()
+    lines = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if clock is not None:
+                run_from_the_wait(clock, line)
+        process.wait()
+    finally:
+        ended.cancel()
+        process.kill()
+    output = "".join(lines)
     rows = query("select run_id from dag_run where dag_id=? order by id desc limit 1", dag_id)
     assert rows, f"no run of {dag_id} was recorded:\n{output[-5000:]}"
     return str(rows[0][0]), output
