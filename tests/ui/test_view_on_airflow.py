@@ -8,6 +8,11 @@ policy, the gate and the sensor refuse; before 3.3 the DAG files with a
 ``RetryWindowPolicy`` are import errors that say why, and the gate example runs beside
 them. The API server uses a real auth manager that denies one user both examples
 (``tests/ui/auth_manager.py``).
+
+Every process of the stack, services and tasks, runs on one clock the test controls
+(``tests/gate/run_clock.py``): it stops the clock before it triggers the gate example, so
+its sensor finds load's backoff whole however late a busy machine starts it, and sets it
+running from the end of the sensor's wait once the sensor deferred.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from devstack.example import DAG_ID, LATE, decoded, evidence
 from devstack.stack import ADMIN, PARSE_LIMIT, ROOT, AirflowStack, sqlite_stack
+from tests.gate.run_clock import RunClock
 from tests.ui import browser
 from tests.ui.people import OUTSIDER
 
@@ -82,7 +88,15 @@ class Answer:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, retry_policies: bool) -> Iterator[AirflowStack]:
+def clock(tmp_path_factory: pytest.TempPathFactory) -> RunClock:
+    """The clock of every process of the stack: real time until the runs are triggered."""
+    return RunClock.started(tmp_path_factory.mktemp("ui-clock") / "run-clock")
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, retry_policies: bool, clock: RunClock
+) -> Iterator[AirflowStack]:
     """The stack, once its DAG processor parsed every file of dags/."""
     home = tmp_path_factory.mktemp("ui-stack")
     passwords = home / "ui-passwords.json"
@@ -91,8 +105,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, retry_policies: bool) -> Ite
         "AIRFLOW__CORE__AUTH_MANAGER": "tests.ui.auth_manager.OneDagHiddenAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN[0]}:admin,{OUTSIDER[0]}:viewer",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        # the services import the test auth manager from the repository
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        # the services import the test auth manager and the clock from the repository
+        **clock.services_env(
+            os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        ),
     }
     services = ["api-server", "scheduler", "dag-processor", "triggerer"]
     with sqlite_stack(home, services, [], extra_env=extra_env) as running:
@@ -117,16 +133,25 @@ def import_errors(stack: AirflowStack) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def runs(stack: AirflowStack, retry_policies: bool) -> dict[str, FinishedRun]:
-    """DAG id -> its finished run: the gate example's, and on Airflow 3.3 the example DAG's
-    late day. Both are triggered at once: each waits mostly for its own backoff."""
-    days = {GATE_DAG_ID: ({}, "2026-12-03")}
+def runs(stack: AirflowStack, retry_policies: bool, clock: RunClock) -> dict[str, FinishedRun]:
+    """DAG id -> its finished run: the gate example's, triggered on the stopped clock, and on
+    Airflow 3.3 the example DAG's late day, triggered once the gate example's sensor deferred
+    its wait for load's backoff and the clock runs from the wait's end. (The late day is
+    late by the time that passes on a running clock: its deadline is seconds away.)"""
+    clock.stop_at(clock.now())
+    started = {GATE_DAG_ID: stack.trigger(GATE_DAG_ID, conf={}, logical_date="2026-12-03")}
+    gate_run = FinishedRun(stack, started[GATE_DAG_ID], GATE_DAG_ID)
+    stack.wait_for(
+        lambda: (
+            stack.task_states(GATE_DAG_ID, gate_run.run_id).get(SENSOR, ("", 0))[0] == "deferred"
+        ),
+        "the gate example's sensor to defer its wait",
+        timeout=300,
+    )
+    (wait,) = gate_run.record(SENSOR)["waits"]
+    clock.run_from(_parsed(wait["until"]))
     if retry_policies:
-        days[DAG_ID] = (LATE.conf, LATE.business_date)
-    started = {
-        dag_id: stack.trigger(dag_id, conf=conf, logical_date=date)
-        for dag_id, (conf, date) in days.items()
-    }
+        started[DAG_ID] = stack.trigger(DAG_ID, conf=LATE.conf, logical_date=LATE.business_date)
     for dag_id, run_id in started.items():
         assert stack.wait_for_run(dag_id, run_id, timeout=300) == "success"
     return {dag_id: FinishedRun(stack, run_id, dag_id) for dag_id, run_id in started.items()}
