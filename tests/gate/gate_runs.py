@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -115,16 +115,56 @@ WAITS_UNTIL = re.compile(
     r"(?:deferring until|waiting here until|poking again at) "
     r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))"
 )
+#: how often a rescheduled sensor's reschedule is looked for
+WATCH_EVERY = 0.02
 
 
-def run_from_the_wait(clock: RunClock, line: str) -> None:
-    """On a sensor's line that says until when it waits, with the run's clock stopped, set
-    the clock running from that instant: the wait is over when the sensor looks again."""
-    found = WAITS_UNTIL.search(line)
-    if found and clock.stopped():
-        until = pendulum.parse(found.group(1).replace(" ", "T"), tz="UTC")
-        assert isinstance(until, pendulum.DateTime), line
-        clock.run_from(max(until, pendulum.from_timestamp(clock.now(), tz="UTC")))
+class WaitsEnd:
+    """Sets a DAG run's stopped clock running from the end of a wait the run announced, so
+    the wait is over when the sensor looks again: a sensor's line that says until when it
+    waits (it defers, or sleeps in the worker), or, for a sensor in ``reschedule`` mode,
+    its reschedule once recorded (the record's time is the clock's, so it comes first).
+
+    :param clock: the run's clock.
+    :param dag_id: the run's DAG.
+    :param rescheduled: the task ids of the DAG's sensors in ``reschedule`` mode.
+    """
+
+    def __init__(self, clock: RunClock, dag_id: str, rescheduled: Collection[str]) -> None:
+        self.clock, self.dag_id, self.rescheduled = clock, dag_id, frozenset(rescheduled)
+        self.ended = threading.Event()
+        threading.Thread(target=self._watch, name="reschedules", daemon=True).start()
+
+    def line(self, line: str) -> None:
+        """Act on one line of the run's output."""
+        found = WAITS_UNTIL.search(line)
+        if found and self.clock.stopped() and not self._rescheduling():
+            self._run_from(pendulum.parse(found.group(1).replace(" ", "T"), tz="UTC"))
+
+    def _rescheduling(self) -> bool:
+        running = query(
+            "select task_id from task_instance where dag_id=? and state='running'", self.dag_id
+        )
+        return any(task_id in self.rescheduled for (task_id,) in running)
+
+    def _watch(self) -> None:
+        while not self.ended.wait(WATCH_EVERY):
+            if not self.clock.stopped():
+                continue
+            try:
+                rows = query(
+                    "select max(r.reschedule_date) from task_reschedule r join task_instance t "
+                    "on r.ti_id = t.id where t.dag_id=? and t.state='up_for_reschedule'",
+                    self.dag_id,
+                )
+            except sqlite3.OperationalError:  # the run holds the DB's lock: look again
+                continue
+            if rows and rows[0][0]:
+                self._run_from(pendulum.parse(str(rows[0][0]), tz="UTC"))
+
+    def _run_from(self, until: object) -> None:
+        assert isinstance(until, pendulum.DateTime), until
+        self.clock.run_from(max(until, pendulum.from_timestamp(self.clock.now(), tz="UTC")))
 
 
 def install_dags(home: Path) -> None:
@@ -150,12 +190,14 @@ def dags_test(
     *,
     audit: Path | None = None,
     clock: RunClock | None = None,
+    rescheduled: Collection[str] = (),
 ) -> tuple[str, str]:
     """Run one DAG run to its end in-process (``airflow dags test``); return run id and output.
 
     :param audit: when given, every socket the process opens is logged to this file.
-    :param clock: the run's clock (:func:`on_run_clock`): a task may stop it, and a sensor's
-        line that says until when it waits sets it running from that instant.
+    :param clock: the run's clock (:func:`on_run_clock`): a task may stop it, and the end of
+        a wait the run announced sets it running (:class:`WaitsEnd`).
+    :param rescheduled: the DAG's sensors in ``reschedule`` mode, on a clock.
     """
     if clock is not None:
         env = {**env, **clock.env()}
@@ -173,17 +215,20 @@ def dags_test(
     )  # fmt: skip
     ended = threading.Timer(RUN_LIMIT, process.kill)  # a run that hangs fails its test
     ended.start()
+    waits = WaitsEnd(clock, dag_id, rescheduled) if clock is not None else None
     lines = []
     try:
         assert process.stdout is not None
         for line in process.stdout:
             lines.append(line)
-            if clock is not None:
-                run_from_the_wait(clock, line)
+            if waits is not None:
+                waits.line(line)
         process.wait()
     finally:
         ended.cancel()
         process.kill()
+        if waits is not None:
+            waits.ended.set()
     output = "".join(lines)
     rows = query("select run_id from dag_run where dag_id=? order by id desc limit 1", dag_id)
     assert rows, f"no run of {dag_id} was recorded:\n{output[-5000:]}"

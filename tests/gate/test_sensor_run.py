@@ -3,8 +3,9 @@
 The run is on a clock of its own (``tests/gate/run_clock.py``), the API server's ``Date``
 too, as the run reads it. Each target stops it as it fails: its sensor finds the whole
 backoff to wait, however late a busy machine starts it, and says until when it waits
-(defers, sleeps, pokes or reschedules); on that line the test sets the clock running from
-that instant, and the sensor's next look finds the backoff over.
+(defers, sleeps or pokes); on that line the test sets the clock running from that instant,
+or from the reschedule the reschedule sensor recorded, and the sensor's next look finds the
+backoff over.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ SHORT_WAIT = 10
 def run(api_server: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     with on_run_clock(api_server, tmp_path_factory.mktemp("sensor-run")) as (clock, server):
         env = gate_env(server, AIRFLOW__RETRY_WINDOW__SENSOR_SHORT_WAIT=str(SHORT_WAIT))
-        return dags_test(DAG_ID, env, clock=clock)
+        return dags_test(DAG_ID, env, clock=clock, rescheduled=["wait_reschedule"])
 
 
 def _times(run_id: str) -> dict[str, tuple[pendulum.DateTime, pendulum.DateTime]]:
