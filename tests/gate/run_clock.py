@@ -116,11 +116,16 @@ class _Follower:
         self.travel = time_machine.travel(_real(), tick=True).start()
         self.apply()
         self._start()
-        # a forked child (a task's process) keeps the clock, but not the thread that follows it
-        os.register_at_fork(after_in_child=self._start)
+        # a forked child (a task's process) keeps the clock, but not the thread that follows
+        # it, and may keep its lock held, had the fork come while it read the file
+        os.register_at_fork(after_in_child=self._restart)
 
     def _start(self) -> None:
         threading.Thread(target=self._follow, name="run-clock", daemon=True).start()
+
+    def _restart(self) -> None:
+        self.lock = threading.Lock()
+        self._start()
 
     def apply(self) -> None:
         with self.lock:

@@ -13,7 +13,8 @@ import pendulum
 from tests.gate.gate_runs import ROOT
 from tests.gate.run_clock import RunClock
 
-#: a process on the clock: it stops it, forks, and once told to go, both tell the time
+#: a process on the clock: it stops it, forks while its follower holds its lock, and once
+#: told to go, both tell the time
 ON_THE_CLOCK = """
 import json, os, sys, threading, time
 
@@ -26,7 +27,20 @@ run_clock.stop()
 stopped = time.time()
 threading.Event().wait(0.2)  # real time passes; the clock does not
 tell("stopped" if time.time() == stopped else "ran on")
-child = os.fork()
+(follower,) = run_clock._FOLLOWING
+held, release = threading.Event(), threading.Event()
+
+
+def hold():  # as the follower's thread does while it reads the clock file
+    with follower.lock:
+        held.set()
+        release.wait()
+
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+child = os.fork()  # in the child, no thread will ever let the lock go
+release.set()
 while not os.path.exists(sys.argv[1]):
     threading.Event().wait(0.01)
 threading.Event().wait(0.05)  # the follower reads the clock file every 0.01 s
