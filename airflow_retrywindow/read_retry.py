@@ -198,13 +198,18 @@ class ReadRetry:
     :param wait_max: the longest, in seconds: waits grow exponentially from
         ``wait_min`` with random jitter (``wait_random_exponential``), as Airflow's
         own client waits.
-    :param sleep: how a wait is spent (tests record them).
+    :param sleep: how a wait is spent.
+    :param monotonic: the clock the bound is measured on, in seconds.
+    :param wall: the wall clock, in seconds since the epoch, a ``Retry-After`` date is
+        counted from. A test gives all three from one fake clock, so that waiting moves time.
     """
 
     tries: int
     wait_min: float
     wait_max: float
     sleep: Callable[[float], None] = field(default=_pause, compare=False, repr=False)
+    monotonic: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
+    wall: Callable[[], float] = field(default=time.time, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.tries, bool) or not isinstance(self.tries, int) or self.tries < 1:
@@ -239,25 +244,25 @@ class ReadRetry:
         :raises BaseException: the last try's error, when it is not transient or the
             tries or the bound are spent.
         """
-        started = time.monotonic()
+        started = self.monotonic()
         tries = 0
         latest = bound - last_try(bound)  # the latest a try may start
 
         def attempt() -> T:
             nonlocal tries
             tries += 1
-            return read(max(0.0, bound - (time.monotonic() - started)))
+            return read(max(0.0, bound - (self.monotonic() - started)))
 
         def wait(state: RetryCallState) -> float:
-            asked = self._wait(state)
-            if _asked_by_server(state):
+            asked = self._asked_by_server(state)
+            if asked is not None:
                 return asked
-            return max(0.0, min(asked, latest - (time.monotonic() - started)))
+            return max(0.0, min(self._jittered(state), latest - (self.monotonic() - started)))
 
         def spent(state: RetryCallState) -> bool:
             if state.attempt_number >= self.tries:
                 return True
-            remaining = latest - (time.monotonic() - started)
+            remaining = latest - (self.monotonic() - started)
             # the last try is made; a wait cut to end at ``latest`` is still in time (the
             # clock moved on a moment since it was chosen); a server's longer one is not
             return remaining <= _MOMENT or state.upcoming_sleep > remaining + _MOMENT
@@ -273,18 +278,20 @@ class ReadRetry:
         try:
             return retrying(attempt)
         finally:
-            tally.last = ReadCount(tries=tries, seconds=time.monotonic() - started)
+            tally.last = ReadCount(tries=tries, seconds=self.monotonic() - started)
             tally.retries += max(0, tries - 1)
 
-    def _wait(self, state: RetryCallState) -> float:
-        """Jittered exponential backoff, or what the answer's ``Retry-After`` asks."""
-        error = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(error, ErrorAnswer):
-            asked = retry_after_seconds(error.retry_after)
-            if asked is not None:
-                return asked
+    def _jittered(self, state: RetryCallState) -> float:
+        """Jittered exponential backoff, as Airflow's own client waits."""
         jittered = wait_random_exponential(multiplier=1, min=self.wait_min, max=self.wait_max)
         return float(jittered(state))
+
+    def _asked_by_server(self, state: RetryCallState) -> float | None:
+        """The wait the failed answer's ``Retry-After`` asks for, if any."""
+        error = state.outcome.exception() if state.outcome is not None else None
+        if not isinstance(error, ErrorAnswer):
+            return None
+        return retry_after_seconds(error.retry_after, now=self.wall())
 
 
 #: the time the last try of a read is left before the bound, at most
@@ -296,8 +303,3 @@ _MOMENT = 0.01
 def last_try(bound: float) -> float:
     """Seconds left for the last try before ``bound``: 1 s, or a quarter of a shorter bound."""
     return min(LAST_TRY_SECONDS, max(0.0, bound) / 4)
-
-
-def _asked_by_server(state: RetryCallState) -> bool:
-    error = state.outcome.exception() if state.outcome is not None else None
-    return isinstance(error, ErrorAnswer) and retry_after_seconds(error.retry_after) is not None

@@ -3,7 +3,9 @@
 ``rw_gate_mapped`` runs once (``airflow dags test``): mapped loads really succeed
 and fail under their retry policy, mapped appends really fail; then the gates
 and sensors read every map index through ``/api/v2`` and decide each on its own.
-Every assertion reads the metadata DB.
+Every assertion reads the metadata DB. The run is on its test's clock
+(``tests/gate/run_clock.py``): the appends stop it as they fail, and the sensor's line that
+says until when it waits sets it running from there.
 """
 
 from __future__ import annotations
@@ -13,15 +15,20 @@ from typing import Any
 import pendulum
 import pytest
 
-from tests.gate.gate_runs import ApiServer, dags_test, gate_env, query, xcom
+from tests.gate.gate_runs import ApiServer, dags_test, gate_env, on_run_clock, query, xcom
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAG_ID = "rw_gate_mapped"
 
 
+#: append's backoff in the DAG (rw_gate_mapped.py)
+BACKOFF = 10
+
+
 @pytest.fixture(scope="module")
-def run(api_server: ApiServer) -> tuple[str, str]:
-    return dags_test(DAG_ID, gate_env(api_server))
+def run(api_server: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    with on_run_clock(api_server, tmp_path_factory.mktemp("mapped-run")) as (clock, server):
+        return dags_test(DAG_ID, gate_env(server), clock=clock)
 
 
 def _instances(run_id: str, task_id: str) -> list[tuple[int, str | None, int]]:
@@ -113,12 +120,12 @@ def test_the_sensor_waits_for_the_backoff_that_ends_last(run: tuple[str, str]) -
     assert record["action"] == "run", output[-4000:]
     assert _decisions(record) == [("append", 0, "retry-eligible"), ("append", 1, "retry-eligible")]
     (waited,) = record["waits"]
-    # the wait was for the map index that failed last: its 15 s backoff ends last
+    # the wait was for the map index that failed last: its backoff ends last
     assert waited["reason"].startswith(f"append[{last}]: wait-backoff: attempt 2 of 2")
-    assert pendulum.parse(waited["until"]) >= ends[last].add(seconds=15).start_of("second")
+    assert pendulum.parse(waited["until"]) >= ends[last].add(seconds=BACKOFF).start_of("second")
     starts = _starts(run_id, "retry_append")
     assert [state for _, state, _ in _instances(run_id, "retry_append")] == ["success"] * 2
-    assert min(starts) >= ends[last].add(seconds=15)
+    assert min(starts) >= ends[last].add(seconds=BACKOFF)
     # the gate after the wait: both map indexes may run, so its mapped repeat runs
     gate = _record(run, "append_gate")
     assert [row[2] for row in _decisions(gate)] == ["retry-eligible", "retry-eligible"]

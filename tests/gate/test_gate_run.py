@@ -2,7 +2,10 @@
 
 ``rw_gate_table`` runs once (``airflow dags test``): its tasks really succeed,
 fail, fail terminally and lose their outcome; then the gates read the run
-through ``/api/v2`` and decide. Every assertion reads the metadata DB.
+through ``/api/v2`` and decide. Every assertion reads the metadata DB. The run is on a
+clock of its own (``tests/gate/run_clock.py``), which its reconcile task stops and its
+settle task moves past the 1 s backoffs: the gates decide at that instant, with monitor's
+observation seconds old, however long a busy machine takes to start them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tests.gate.gate_runs import (
     dags_test,
     decisions,
     gate_env,
+    on_run_clock,
     query,
     states,
     xcom,
@@ -34,8 +38,11 @@ DAG_ID = "rw_gate_table"
 class Run:
     """One run of a test DAG and what it left behind."""
 
-    def __init__(self, dag_id: str, run_id: str, output: str, audit: Path | None = None) -> None:
+    def __init__(
+        self, dag_id: str, run_id: str, output: str, audit: Path | None = None, api_port: int = 0
+    ) -> None:
         self.dag_id, self.run_id, self.output, self.audit = dag_id, run_id, output, audit
+        self.api_port = api_port  # the API server's, as the run reached it
 
     def record(self, task_id: str) -> dict[str, Any]:
         found = xcom(self.dag_id, self.run_id, task_id)
@@ -51,9 +58,11 @@ class Run:
 
 @pytest.fixture(scope="module")
 def table(api_server: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    audit = tmp_path_factory.mktemp("audit") / "sockets.log"
-    run_id, output = dags_test(DAG_ID, gate_env(api_server), audit=audit)
-    return Run(DAG_ID, run_id, output, audit)
+    folder = tmp_path_factory.mktemp("table")
+    audit = folder / "sockets.log"
+    with on_run_clock(api_server, folder) as (clock, server):
+        run_id, output = dags_test(DAG_ID, gate_env(server), audit=audit, clock=clock)
+    return Run(DAG_ID, run_id, output, audit, server.port)
 
 
 #: the decisions of table_gate's targets under a RetryWindowPolicy (Airflow 3.3 and later)
@@ -254,14 +263,12 @@ def test_requests_do_not_grow_with_targets(table: Run) -> None:
     assert table.record("table_gate")["requests"] == 4
 
 
-def test_the_gate_opens_no_connection_but_the_airflow_api(
-    table: Run, api_server: ApiServer
-) -> None:
+def test_the_gate_opens_no_connection_but_the_airflow_api(table: Run) -> None:
     assert table.audit is not None
     events = [line.split(" ", 1) for line in table.audit.read_text().splitlines()]
     connects = [ast.literal_eval(target) for event, target in events if event == "socket.connect"]
     assert connects, "the audit hook saw no connection at all"
-    assert set(connects) == {("127.0.0.1", api_server.port)}
+    assert set(connects) == {("127.0.0.1", table.api_port)}
 
 
 @pytest.fixture(scope="module")

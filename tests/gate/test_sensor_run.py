@@ -1,4 +1,12 @@
-"""RetryWindowSensor on a real DAG run: deferrable, poke and reschedule, skips and timeouts."""
+"""RetryWindowSensor on a real DAG run: deferrable, poke and reschedule, skips and timeouts.
+
+The run is on a clock of its own (``tests/gate/run_clock.py``), the API server's ``Date``
+too, as the run reads it. Each target stops it as it fails: its sensor finds the whole
+backoff to wait, however late a busy machine starts it, and says until when it waits
+(defers, sleeps or pokes); on that line the test sets the clock running from that instant,
+or from the reschedule the reschedule sensor recorded, and the sensor's next look finds the
+backoff over.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +15,28 @@ from typing import Any
 import pendulum
 import pytest
 
-from tests.gate.gate_runs import ApiServer, dags_test, decisions, gate_env, query, states, xcom
+from tests.gate.gate_runs import (
+    ApiServer,
+    dags_test,
+    decisions,
+    gate_env,
+    on_run_clock,
+    query,
+    states,
+    xcom,
+)
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=2.5)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=1.5)]
 DAG_ID = "rw_gate_sensor"
+#: [retry_window] sensor_short_wait in the run: the DAG's deferred backoff is as long
+SHORT_WAIT = 10
 
 
 @pytest.fixture(scope="module")
-def run(api_server: ApiServer) -> tuple[str, str]:
-    # the short wait is slept in the worker below 30 s: the DAG's "short" backoff (20 s)
-    # stays ahead of a loaded machine's start of its sensor, the deferred one (90 s) defers
-    return dags_test(DAG_ID, gate_env(api_server, AIRFLOW__RETRY_WINDOW__SENSOR_SHORT_WAIT="30"))
+def run(api_server: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    with on_run_clock(api_server, tmp_path_factory.mktemp("sensor-run")) as (clock, server):
+        env = gate_env(server, AIRFLOW__RETRY_WINDOW__SENSOR_SHORT_WAIT=str(SHORT_WAIT))
+        return dags_test(DAG_ID, env, clock=clock, rescheduled=["wait_reschedule"])
 
 
 def _times(run_id: str) -> dict[str, tuple[pendulum.DateTime, pendulum.DateTime]]:
@@ -54,16 +73,16 @@ def _record(run_id: str, task_id: str) -> dict[str, Any]:
 #: what a decision says it took from the sensor (``gate``) or the target's policy
 ESTIMATES = ("duration", "validation", "safeRepeat", "deadline")
 #: each mode's backoff in the DAG (rw_gate_sensor.py)
-BACKOFF_SECONDS = {"deferred": 90, "short": 20, "poke": 20, "reschedule": 20}
+BACKOFF_SECONDS = {"deferred": 10, "short": 1, "poke": 1, "reschedule": 1}
 
 
 @pytest.mark.parametrize("mode", list(BACKOFF_SECONDS))
 def test_the_retry_runs_once_the_backoff_is_over(run: tuple[str, str], mode: str) -> None:
-    run_id, _ = run
+    run_id, output = run
     found = states(DAG_ID, run_id)
     assert (found[f"append_{mode}"], found[f"wait_{mode}"], found[f"retry_{mode}"]) == (
         "failed", "success", "success",
-    )  # fmt: skip
+    ), output[-5000:]  # fmt: skip
     times = _times(run_id)
     failed_at = times[f"append_{mode}"][1]
     backoff = BACKOFF_SECONDS[mode]
@@ -97,7 +116,7 @@ def test_a_wait_shorter_than_a_deferral_is_worth_is_slept_in_the_worker(
     record = _record(run_id, "wait_short")
     assert len(record["waits"]) == 1
     assert record["asOf"] >= record["waits"][0]["until"]
-    # the 90 s wait went to the triggerer, the 20 s one did not
+    # the 10 s wait went to the triggerer, the 1 s one did not
     deferred = [line for line in output.splitlines() if "deferring until" in line]
     slept = [line for line in output.splitlines() if "waiting here until" in line]
     assert len(deferred) == 1 and len(slept) == 1, (deferred, slept)

@@ -10,6 +10,7 @@ import email.utils
 import socket
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import httpx
 import pytest
@@ -46,9 +47,38 @@ def failing(*errors: BaseException) -> tuple[Callable[[float], str], list[float]
     return read, given
 
 
+@dataclass
+class FakeClock:
+    """Time that moves only when a wait is spent: a retry on it takes no real time, and
+    the times it counts are exact on any machine.
+
+    :param now: the monotonic clock's reading, in seconds.
+    :param epoch: the wall clock's reading when ``now`` was 0.
+    """
+
+    now: float = 0.0
+    epoch: float = 1_796_000_000.0  # 2026-11-30
+    waits: list[float] = field(default_factory=list)
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+    def wall(self) -> float:
+        return self.epoch + self.now
+
+    def retry(self, retry: ReadRetry) -> ReadRetry:
+        """``retry``, waiting and counting its bound on this clock."""
+        return ReadRetry(
+            retry.tries, retry.wait_min, retry.wait_max,
+            sleep=self.sleep, monotonic=lambda: self.now, wall=self.wall,
+        )  # fmt: skip
+
+
 def recorded(retry: ReadRetry) -> tuple[ReadRetry, list[float]]:
-    waits: list[float] = []
-    return ReadRetry(retry.tries, retry.wait_min, retry.wait_max, sleep=waits.append), waits
+    """``retry`` on a fake clock, and the waits it spends."""
+    clock = FakeClock()
+    return clock.retry(retry), clock.waits
 
 
 # -- what is tried again ---------------------------------------------------------------
@@ -130,11 +160,11 @@ def test_retry_after_in_seconds_is_waited() -> None:
 
 
 def test_retry_after_as_an_http_date_is_waited() -> None:
-    retry, waits = recorded(QUICK)
-    later = email.utils.formatdate(time.time() + 5, usegmt=True)
+    clock = FakeClock(now=0.25)  # a quarter second past the wall clock's whole second
+    later = email.utils.formatdate(clock.wall() + 5, usegmt=True)  # whole seconds: 4.75 s on
     read, _ = failing(ErrorAnswer(503, retry_after=later))
-    assert retry.call(read, bound=10, tally=ReadTally()) == "ok"
-    assert len(waits) == 1 and 3.5 <= waits[0] <= 5.0
+    assert clock.retry(QUICK).call(read, bound=10, tally=ReadTally()) == "ok"
+    assert clock.waits == [4.75]
 
 
 def test_a_retry_after_past_the_bound_ends_the_read_instead_of_waiting() -> None:
@@ -154,46 +184,46 @@ def test_retry_after_forms() -> None:
 
 
 def test_no_wait_starts_that_would_end_past_the_bound() -> None:
-    slow = ReadRetry(tries=50, wait_min=0.2, wait_max=0.2)
+    clock = FakeClock()
+    slow = clock.retry(ReadRetry(tries=50, wait_min=0.2, wait_max=0.2))
     read, given = failing(*[OSError("down")] * 49)
     tally = ReadTally()
-    started = time.monotonic()
     with pytest.raises(OSError):
         slow.call(read, bound=1.0, tally=tally)
-    took = time.monotonic() - started
-    assert took < 1.0
-    assert 3 <= len(given) <= 5  # tries at 0, 0.2, 0.4, 0.6, 0.8 at most
-    assert tally.last is not None and tally.last.seconds == pytest.approx(took, abs=0.05)
-    # each try is told the time left, less and less
-    assert given == sorted(given, reverse=True) and given[0] <= 1.0
+    # tries at 0, 0.2, 0.4 and 0.6 s; the last wait is cut to 0.15 s, so that one last try
+    # starts at 0.75 s, a quarter of the bound before it; none after
+    assert clock.waits == pytest.approx([0.2, 0.2, 0.2, 0.15])
+    assert given == pytest.approx([1.0, 0.8, 0.6, 0.4, 0.25])  # each try told the time left
+    assert tally.last is not None and tally.last.tries == 5
+    assert tally.last.seconds == pytest.approx(0.75)
 
 
 def test_a_long_wait_is_shortened_to_leave_one_last_try_before_the_bound() -> None:
     # waits of 5 s under a 0.8 s bound: one try, then one more 0.2 s before the bound
-    long = ReadRetry(tries=5, wait_min=5, wait_max=5)
+    clock = FakeClock()
+    long = clock.retry(ReadRetry(tries=5, wait_min=5, wait_max=5))
     read, given = failing(OSError("down"), OSError("down"), OSError("down"))
     tally = ReadTally()
-    started = time.monotonic()
     with pytest.raises(OSError):
         long.call(read, bound=0.8, tally=tally)
-    assert len(given) == 2
-    assert 0.55 <= time.monotonic() - started < 0.8
-    assert given[1] == pytest.approx(0.2, abs=0.05)  # the time that last try had
+    assert clock.waits == pytest.approx([0.6])
+    assert given == pytest.approx([0.8, 0.2])  # the time that last try had
 
 
 def test_an_outage_shorter_than_the_bound_is_ridden_out_whatever_the_jitter_draws() -> None:
     # Airflow's own waits scaled by 1/10 (0.1 s, then up to 0.2, 0.4 and 0.8 s), an
     # outage of 0.4 s and a bound of 0.9 s: the last wait is cut to leave a try
-    scaled = ReadRetry(tries=5, wait_min=0.1, wait_max=9)
-    for _ in range(5):
-        ends = time.monotonic() + 0.4
+    for _ in range(20):
+        clock = FakeClock()
+        scaled = clock.retry(ReadRetry(tries=5, wait_min=0.1, wait_max=9))
 
-        def read(_left: float, ends: float = ends) -> str:
-            if time.monotonic() < ends:
+        def read(_left: float, clock: FakeClock = clock) -> str:
+            if clock.now < 0.4:
                 raise OSError("restarting")
             return "ok"
 
         assert scaled.call(read, bound=0.9, tally=ReadTally()) == "ok"
+        assert 0.4 <= clock.now <= 0.9 - 0.225  # answered after the outage, before the bound
 
 
 def test_settings_are_checked() -> None:
@@ -272,25 +302,24 @@ def test_a_404_is_not_tried_again(server: Served, api: FakeAirflowApi) -> None:
     assert read.requests == 1 and read.reads.retries == 0
 
 
-def test_an_unreachable_server_is_tried_within_the_decisions_time(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_unreachable_server_is_tried_within_the_decisions_time() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    slow = ReadRetry(tries=100, wait_min=0.2, wait_max=0.2)
+    clock = FakeClock()
     read = AirflowApi(
         f"http://127.0.0.1:{port}",
         access_token="tok",
-        retry=slow,
+        retry=clock.retry(ReadRetry(tries=100, wait_min=0.2, wait_max=0.2)),
         time_limit=TimeLimit.starting_now(1.5),
     )
-    started = time.monotonic()
     with pytest.raises(AirflowApiError) as refused:
         read.version()
-    assert time.monotonic() - started < 2.5
-    assert 3 <= read.requests < 100
-    assert f"after {read.requests} tries over " in str(refused.value)
+    # the bound is the time left of the decision's 1.5 s: tries every 0.2 s from 0 to
+    # 1.0 s, the last one a quarter of the bound before its end
+    assert read.requests == 7
+    assert clock.now < 1.5 - 0.375
+    assert "after 7 tries over 1.1 s" in str(refused.value)
 
 
 def test_through_a_proxy_502s_and_a_cut_are_ridden_out(server: Served, api: FakeAirflowApi) -> None:
@@ -302,7 +331,9 @@ def test_through_a_proxy_502s_and_a_cut_are_ridden_out(server: Served, api: Fake
         assert [line for _, line in between.requests][:3] == ["POST /auth/token HTTP/1.1"] * 3
         assert read.reads.retries == 2
         between.cut(0.5)
-        started = time.monotonic()
         assert read.pool_count() == 1
-        assert time.monotonic() - started >= 0.4
         assert read.reads.retries > 2
+        # tried while the proxy dropped every connection, answered once it took them again
+        ((cut_at, seconds),) = between.outages
+        tries = [at for at, line in between.requests if line.startswith("GET /api/v2/pools")]
+        assert tries[0] < cut_at + seconds <= tries[-1]

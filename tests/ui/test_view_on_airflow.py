@@ -8,6 +8,11 @@ policy, the gate and the sensor refuse; before 3.3 the DAG files with a
 ``RetryWindowPolicy`` are import errors that say why, and the gate example runs beside
 them. The API server uses a real auth manager that denies one user both examples
 (``tests/ui/auth_manager.py``).
+
+Every process of the stack, services and tasks, runs on one clock the test controls
+(``tests/gate/run_clock.py``): it stops the clock before it triggers the gate example, so
+its sensor finds load's backoff whole however late a busy machine starts it, and sets it
+running from the end of the sensor's wait once the sensor deferred.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from devstack.example import DAG_ID, LATE, decoded, evidence
 from devstack.stack import ADMIN, PARSE_LIMIT, ROOT, AirflowStack, sqlite_stack
+from tests.gate.run_clock import RunClock
 from tests.ui import browser
 from tests.ui.people import OUTSIDER
 
@@ -43,6 +49,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=6)]
 SCREENSHOT = ROOT / "docs" / "images" / "retry-window-view.png"
 REFUSED = "report"  # on a late day its policy refuses: deadline-infeasible
 GATE_DAG_ID = "retry_window_gate_example"
+SENSOR = "load_retry_window"  # the gate example's sensor, holding load's retry
 #: the files of dags/ that build a RetryWindowPolicy: import errors before Airflow 3.3
 POLICY_FILES = {"retry_window_example.py", "retry_window_outage.py"}
 
@@ -81,7 +88,15 @@ class Answer:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, retry_policies: bool) -> Iterator[AirflowStack]:
+def clock(tmp_path_factory: pytest.TempPathFactory) -> RunClock:
+    """The clock of every process of the stack: real time until the runs are triggered."""
+    return RunClock.started(tmp_path_factory.mktemp("ui-clock") / "run-clock")
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, retry_policies: bool, clock: RunClock
+) -> Iterator[AirflowStack]:
     """The stack, once its DAG processor parsed every file of dags/."""
     home = tmp_path_factory.mktemp("ui-stack")
     passwords = home / "ui-passwords.json"
@@ -90,8 +105,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, retry_policies: bool) -> Ite
         "AIRFLOW__CORE__AUTH_MANAGER": "tests.ui.auth_manager.OneDagHiddenAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN[0]}:admin,{OUTSIDER[0]}:viewer",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        # the services import the test auth manager from the repository
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        # the services import the test auth manager and the clock from the repository
+        **clock.services_env(
+            os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        ),
     }
     services = ["api-server", "scheduler", "dag-processor", "triggerer"]
     with sqlite_stack(home, services, [], extra_env=extra_env) as running:
@@ -116,16 +133,25 @@ def import_errors(stack: AirflowStack) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def runs(stack: AirflowStack, retry_policies: bool) -> dict[str, FinishedRun]:
-    """DAG id -> its finished run: the gate example's, and on Airflow 3.3 the example DAG's
-    late day. Both are triggered at once: each waits mostly for its own backoff."""
-    days = {GATE_DAG_ID: ({}, "2026-12-03")}
+def runs(stack: AirflowStack, retry_policies: bool, clock: RunClock) -> dict[str, FinishedRun]:
+    """DAG id -> its finished run: the gate example's, triggered on the stopped clock, and on
+    Airflow 3.3 the example DAG's late day, triggered once the gate example's sensor deferred
+    its wait for load's backoff and the clock runs from the wait's end. (The late day is
+    late by the time that passes on a running clock: its deadline is seconds away.)"""
+    clock.stop_at(clock.now())
+    started = {GATE_DAG_ID: stack.trigger(GATE_DAG_ID, conf={}, logical_date="2026-12-03")}
+    gate_run = FinishedRun(stack, started[GATE_DAG_ID], GATE_DAG_ID)
+    stack.wait_for(
+        lambda: (
+            stack.task_states(GATE_DAG_ID, gate_run.run_id).get(SENSOR, ("", 0))[0] == "deferred"
+        ),
+        "the gate example's sensor to defer its wait",
+        timeout=300,
+    )
+    (wait,) = gate_run.record(SENSOR)["waits"]
+    clock.run_from(_parsed(wait["until"]))
     if retry_policies:
-        days[DAG_ID] = (LATE.conf, LATE.business_date)
-    started = {
-        dag_id: stack.trigger(dag_id, conf=conf, logical_date=date)
-        for dag_id, (conf, date) in days.items()
-    }
+        started[DAG_ID] = stack.trigger(DAG_ID, conf=LATE.conf, logical_date=LATE.business_date)
     for dag_id, run_id in started.items():
         assert stack.wait_for_run(dag_id, run_id, timeout=300) == "success"
     return {dag_id: FinishedRun(stack, run_id, dag_id) for dag_id, run_id in started.items()}
@@ -266,7 +292,7 @@ def test_downloaded_fixture_replays_to_the_stored_result(
 
 def test_gate_and_sensor_link_to_their_tab(gate_run: FinishedRun) -> None:
     run = f"/dags/{GATE_DAG_ID}/dagRuns/{gate_run.run_id}"
-    for task_id in ("retry_gate", "load_retry_window"):
+    for task_id in ("retry_gate", SENSOR):
         links = gate_run.stack.api("GET", f"/api/v2{run}/taskInstances/{task_id}/links")
         assert links["extra_links"]["Retry window"] == (
             f"{gate_run.stack.url}/dags/{GATE_DAG_ID}/runs/{gate_run.run_id}"
@@ -292,16 +318,80 @@ def test_the_gate_and_the_sensor_decided_on_the_scheduler(gate_run: FinishedRun)
         "archive": "attempts-exhausted",
         "transform": "deadline-infeasible",
     }
-    sensor = gate_run.record("load_retry_window")
+    sensor = gate_run.record(SENSOR)
     assert decisions(sensor) == {"load": "retry-eligible"}
-    # The sensor held the retry until load's backoff was over. How much of the backoff it
-    # waited, and where, depends on how late it started after load failed (on a busy
-    # machine, after the backoff): the deferral is test_sensor_run's, with a backoff no
-    # start misses. Whatever it waited for was that backoff.
-    for wait in sensor["waits"]:
-        assert wait["reason"].startswith("wait-backoff: attempt 2 of 2 may start at"), wait
-    backoff_over = ended(gate_run, "load") + retry_delay(gate_run, "load")
-    assert started(gate_run, "retry_load") >= backoff_over
+    sensor_held_the_retry(
+        sensor,
+        backoff_over=ended(gate_run, "load") + retry_delay(gate_run, "load"),
+        retry_started=started(gate_run, "retry_load"),
+    )
+
+
+def sensor_held_the_retry(
+    sensor: dict[str, Any], *, backoff_over: pendulum.DateTime, retry_started: pendulum.DateTime
+) -> None:
+    """The sensor looked while load's backoff ran, waited once until its end, decided again
+    after it, and the retry started after it.
+
+    :param sensor: the sensor's decision record.
+    :param backoff_over: when load's backoff ended: its try's end plus its retry_delay.
+    :param retry_started: when retry_load started.
+    """
+    # no wait recorded: the sensor never held the retry
+    assert len(sensor["waits"]) == 1, sensor["waits"]
+    (wait,) = sensor["waits"]
+    assert wait["reason"].startswith("wait-backoff: attempt 2 of 2 may start at"), wait
+    looked, until = _parsed(wait["at"]), _parsed(wait["until"])
+    assert looked < backoff_over <= until, wait
+    assert _parsed(sensor["asOf"]) >= until, sensor["asOf"]
+    assert retry_started >= backoff_over
+
+
+#: load's end in the records of :func:`test_the_sensor_check_fails_when_the_sensor_did_not_wait`
+LOAD_ENDED = pendulum.datetime(2026, 12, 3, 9, 0, 0, tz="UTC")
+
+
+def _sensor_record(*waits: tuple[int, int], decided_at: int) -> dict[str, Any]:
+    """A sensor's record: its waits (looked at, until) and its last decision, in seconds after
+    load's end."""
+
+    def at(seconds: int) -> str:
+        return LOAD_ENDED.add(seconds=seconds).isoformat()
+
+    reason = "wait-backoff: attempt 2 of 2 may start at 2026-12-03T09:00:41Z"
+    return {
+        "waits": [{"at": at(a), "until": at(u), "reason": reason} for a, u in waits],
+        "asOf": at(decided_at),
+    }
+
+
+@pytest.mark.parametrize(
+    "sensor",
+    [
+        _sensor_record(decided_at=55),  # started after the backoff: nothing to wait for
+        _sensor_record((45, 46), decided_at=46),  # looked after the backoff was over
+        _sensor_record((10, 30), decided_at=30),  # woke before the backoff's end
+        _sensor_record((10, 41), decided_at=35),  # decided before its wait ended
+    ],
+    ids=["no-wait", "looked-late", "woke-early", "decided-early"],
+)
+def test_the_sensor_check_fails_when_the_sensor_did_not_wait(sensor: dict[str, Any]) -> None:
+    backoff_over = LOAD_ENDED.add(seconds=40)
+    with pytest.raises(AssertionError):
+        sensor_held_the_retry(
+            sensor, backoff_over=backoff_over, retry_started=LOAD_ENDED.add(seconds=60)
+        )
+    # the run the stack makes: a look at the end of load, a wait to a second past the backoff
+    waited = _sensor_record((0, 41), decided_at=41)
+    sensor_held_the_retry(
+        waited, backoff_over=backoff_over, retry_started=LOAD_ENDED.add(seconds=42)
+    )
+
+
+def _parsed(text: str) -> pendulum.DateTime:
+    moment = pendulum.parse(text, tz="UTC")
+    assert isinstance(moment, pendulum.DateTime), text
+    return moment
 
 
 def started(run: FinishedRun, task_id: str) -> pendulum.DateTime:
@@ -322,9 +412,7 @@ def ended(run: FinishedRun, task_id: str) -> pendulum.DateTime:
 
 def _moment(rows: list[Any]) -> pendulum.DateTime:
     ((value,),) = rows
-    moment = pendulum.parse(str(value), tz="UTC")
-    assert isinstance(moment, pendulum.DateTime), value
-    return moment
+    return _parsed(str(value))
 
 
 def retry_delay(run: FinishedRun, task_id: str) -> timedelta:
@@ -360,7 +448,7 @@ def test_the_view_shows_the_gate_and_sensor_records_to_who_may_read_them(
     assert page.status == 200
     assert "Gate retry_gate" in page.body
     assert "Sensor load_retry_window" in page.body
-    for task_id in ("retry_gate", "load_retry_window"):
+    for task_id in ("retry_gate", SENSOR):
         for row in gate_run.record(task_id)["decisions"]:
             assert row["reason"].split(":")[0] in page.body
             assert f'data-task="{row["taskId"]}"' in page.body

@@ -7,11 +7,11 @@
 * ``per_partition`` is the same load inside a mapped task group; ``group_gate``
   skips ``repeat``, a mapped task group holding the repeat.
 * ``append`` fails in both map indexes, each after three seconds, so the one that
-  runs second ends three seconds later; it runs after ``by_partition.settle_down``,
-  so that in ``dags test`` no pause of seconds runs between its failures and the
-  sensor's first look; ``wait_append`` (deferrable) waits out the
+  runs second ends three seconds later; ``wait_append`` (deferrable) waits out the
   backoff that ends last, then lets ``retry_append`` through, and ``append_gate``
-  lets ``rerun`` run.
+  lets ``rerun`` run. On the test's clock (``settling.py``) the pauses move the clock,
+  which then stands still until the sensor said until when it waits: the sensor finds
+  both backoffs whole, however late a busy machine starts it.
 * ``by_partition`` is a mapped task group with its own gate: ``fetch`` fails
   for ``p0`` (retryable, attempts left) and succeeds for ``p1``; each map index of
   ``gate_here`` decides only its own map index of ``fetch``, so ``refetch[0]``
@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -31,7 +30,7 @@ import pendulum
 from airflow.sdk import DAG, task, task_group
 from airflow.sdk.exceptions import AirflowFailException
 from mapped_loads import DEADLINE, NOT_SAFE, PARTITIONS, mapped_loads
-from settling import settle_past
+from settling import pause, settle_past
 
 from airflow_retrywindow import (
     RetryWindowGateOperator,
@@ -40,8 +39,9 @@ from airflow_retrywindow import (
 )
 
 SAFE = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
-#: long enough that the sensor still finds both map indexes waiting on a busy machine
-BACKOFF = {"retries": 1, "retry_delay": timedelta(seconds=15)}
+#: as long as the wait a sensor sleeps in the worker ([retry_window] sensor_short_wait's
+#: default, 10 s): all of it left when the sensor looks on the stopped clock, it defers
+BACKOFF = {"retries": 1, "retry_delay": timedelta(seconds=10)}
 
 with DAG(
     "rw_gate_mapped",
@@ -83,8 +83,8 @@ with DAG(
     per_partition.expand(partition=PARTITIONS) >> group_gate >> repeat.expand(partition=PARTITIONS)
 
     @task(**BACKOFF)
-    def append(pause: int) -> None:
-        time.sleep(pause)
+    def append(seconds: int) -> None:
+        pause(seconds)
         raise AirflowFailException("append failed; retry after the backoff")
 
     wait_append = RetryWindowSensor(
@@ -97,8 +97,8 @@ with DAG(
     )
 
     @task
-    def retry_append(pause: int) -> str:
-        return f"appended after {pause}"
+    def retry_append(seconds: int) -> str:
+        return f"appended after {seconds}"
 
     append_gate = RetryWindowGateOperator(
         task_id="append_gate",
@@ -108,13 +108,13 @@ with DAG(
     )
 
     @task
-    def rerun(pause: int) -> str:
-        return f"rerun after {pause}"
+    def rerun(seconds: int) -> str:
+        return f"rerun after {seconds}"
 
     pauses = [3, 3]
-    appended = append.expand(pause=pauses)
-    appended >> wait_append >> [retry_append.expand(pause=pauses), append_gate]
-    append_gate >> rerun.expand(pause=pauses)
+    appended = append.expand(seconds=pauses)
+    appended >> wait_append >> [retry_append.expand(seconds=pauses), append_gate]
+    append_gate >> rerun.expand(seconds=pauses)
 
     @task(retries=1, retry_delay=timedelta(seconds=1))
     def fetch(partition: str) -> str:
@@ -143,7 +143,7 @@ with DAG(
         fetch(partition) >> settle_down() >> gate_here >> refetch(partition)
 
     by_partition.expand(partition=["p0", "p1"])
-    # its seconds of pause not between the appends' failures and the sensor's first look
+    # its move of the clock not between the appends' failures and the sensor's first look
     dag.get_task("by_partition.settle_down") >> appended
 
     @task(retries=1, retry_delay=timedelta(minutes=10))

@@ -1,11 +1,13 @@
 """Sensors holding retries: each target really fails, then its sensor decides.
 
-The ``wait_*`` sensors (deferrable, short, poke, reschedule) each wait out a 20 s
-backoff (the deferrable one 90 s) and let the retry through; they run one after another,
-and before anything else, so that each really waits. ``wait_broken`` skips the retry of a
-terminal failure, with no work and no deadline of its own: both are its target's
-``RetryWindowPolicy``'s;
-``wait_late`` and ``wait_late_hard`` time out on a one-hour backoff.
+The ``wait_*`` sensors (deferrable, short, poke, reschedule) each wait out a backoff of
+their target and let the retry through; they run one after another, and before anything
+else. Each target stops the run's clock as it fails (``settling.stop_clock``), so its
+sensor finds the whole backoff to wait however late a busy machine starts it; the test
+sets the clock running from the wait's end once the sensor said how it waits.
+``wait_broken`` skips the retry of a terminal failure, with no work and no deadline of
+its own: both are its target's ``RetryWindowPolicy``'s; ``wait_late`` and
+``wait_late_hard`` time out on a one-hour backoff.
 
 ``broken`` and its sensor need retry policies (Airflow 3.3): older Airflow has the rest.
 """
@@ -16,6 +18,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
+from settling import stop_clock
 
 from airflow_retrywindow import (
     Deadline,
@@ -28,13 +31,11 @@ from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailEx
 
 DEADLINE = Deadline.after_data_interval_end(hours=6)
 QUICK = Work(duration=timedelta(minutes=1), validation=timedelta(seconds=30), safe_repeat=True)
-#: each mode's backoff: the deferrable sensor's is longer than the wait it sleeps in the
-#: worker ([retry_window] sensor_short_wait, 30 s in the test's run) by 60 s, so that it
-#: still defers when its sensor starts that late (CI's busiest minutes started it 25 s
-#: after its target failed; with 50 s it had 25 s left and slept them); the "short" one is
-#: shorter than the short wait, and long enough that a loaded machine starts the sensor
-#: within it
-BACKOFF_SECONDS = {"deferred": 90, "short": 20, "poke": 20, "reschedule": 20}
+#: each mode's backoff, all of it left when its sensor looks on the stopped clock: the
+#: deferrable sensor's as long as the wait it would sleep in the worker ([retry_window]
+#: sensor_short_wait, 10 s in the test's run), so it defers; the others' a second, which
+#: with the model's rounding of the end and the Date's second stays under it
+BACKOFF_SECONDS = {"deferred": 10, "short": 1, "poke": 1, "reschedule": 1}
 
 with DAG(
     "rw_gate_sensor",
@@ -53,6 +54,7 @@ with DAG(
             retry_delay=timedelta(seconds=backoff),
         )
         def append() -> None:
+            stop_clock()  # its sensor looks at the instant append failed
             raise AirflowFailException("append failed; retry after the backoff")
 
         wait = RetryWindowSensor(

@@ -18,7 +18,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
-from settling import settle_past
+from settling import settle_past, stop_clock
 
 from airflow_retrywindow import (
     Budget,
@@ -79,7 +79,10 @@ with DAG(
 
     @task
     def reconcile() -> dict[str, object]:
-        """What a reconciliation task found out about two remote jobs."""
+        """What a reconciliation task found out about two remote jobs: the run's clock stops
+        here, so the gates see monitor's observation as old as settle makes it, whenever a
+        busy machine starts them."""
+        stop_clock()
         now = pendulum.now("UTC")
         return {
             "monitor": {
@@ -129,10 +132,9 @@ with DAG(
             "rerun_report": "report",
             "rerun_append": "append",
         },
+        # monitor's observation is fresh within the default 60 s: on the run's clock it is
+        # settle's few seconds old; lookup's, two hours old, is not
         observations="{{ ti.xcom_pull(task_ids='reconcile') }}",
-        # monitor's observation is fresh however long a loaded machine takes between
-        # reconcile and the gate (60 s by default); lookup's, two hours old, is not
-        max_observation_age=timedelta(minutes=30),
         work_unit={
             "business_date": "{{ ds }}",
             "input_partition": "positions/{{ ds_nodash }}",
