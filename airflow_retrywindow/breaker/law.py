@@ -13,9 +13,9 @@ the round before (:class:`Reading`) and :func:`step` says what the slots become:
   half: it does not start over;
 * **limited**: the slots are what the dependency served in the round (the seconds its
   successful calls held a slot, over the round's seconds), cut again on refusals, and
-  one more once the successes since pay nine times over for the refusals one slot too
-  many cost, so refused calls stay near a tenth of all calls while the limit follows
-  the dependency.
+  one more each time the successes since pay nine times over for the refusals of the
+  round that last cut it (one slot too many may refuse as many), so refused calls stay
+  near a tenth of all calls while the limit follows the dependency.
 
 A round of refused calls with none served opens a recovering or limited breaker again.
 On-call forces a pool ``open`` (no probe) or ``closed`` (the owner's size) with an
@@ -216,7 +216,10 @@ def _limited(state: BreakerState, reading: Reading, settings: BreakerSettings) -
     if owed:
         kept = replace(state, owed=owed, checked_at=reading.at)
         return Step(kept)
-    return _to(replace(state, owed=0), LIMITED, state.slots + 1, reading.at, "one slot more")
+    # each slot more is paid for as the last cut was: the dependency may serve no more
+    return _to(
+        replace(state, owed=state.price), LIMITED, state.slots + 1, reading.at, "one slot more"
+    )
 
 
 def _to(state: BreakerState, phase: str, slots: int, at: pendulum.DateTime, why: str) -> Step:
@@ -239,7 +242,8 @@ def _limit(state: BreakerState, reading: Reading, verb: str) -> Step:
     )
     # one slot more may cost what the round's refusals did: a refused call ends at once,
     # so one slot too many refuses about as many calls a round as many slots too many do
-    limited = replace(state, owed=OWED_PER_REFUSAL * reading.failures)
+    price = OWED_PER_REFUSAL * reading.failures
+    limited = replace(state, owed=price, price=price)
     return _to(limited, LIMITED, slots, reading.at, reason)
 
 

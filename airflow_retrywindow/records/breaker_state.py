@@ -113,6 +113,8 @@ class BreakerState:
     :param held_since: when the breaker last began to hold the pool (it left ``closed``),
         whatever phases followed; ``None`` while it is closed: the outage's name.
     :param quiet: rounds in a row whose calls were refused with none served.
+    :param price: the successes a limited breaker owes before each slot more: nine for
+        each refusal of the round that last cut it.
     """
 
     VERSION: ClassVar[int] = 1
@@ -131,6 +133,7 @@ class BreakerState:
     reason: str = ""
     held_since: pendulum.DateTime | None = None
     quiet: int = 0
+    price: int = 0
 
     @classmethod
     def closed(cls, pool: str, size: int, at: pendulum.DateTime, reason: str) -> BreakerState:
@@ -214,6 +217,7 @@ class BreakerState:
             reason=str(value.get("reason", "")),
             held_since=_instant(value["held_since"]) if value.get("held_since") else None,
             quiet=_count(value.get("quiet", 0)),
+            price=_count(value.get("price", 0)),
         )
         return state
 
