@@ -112,10 +112,9 @@ wheel-check: install
 	$(BIN)/python -m devstack.wheel_check
 
 # install, not only the runtime: benchmarks/cli_and_model.py builds the wheel (the dev
-# group's build), benchmarks/dependency_read.py and benchmarks/fleet_outage.py use a
-# PostgreSQL at 127.0.0.1:5432 with the distributed group's driver (fleet_outage.py runs a
-# whole Airflow for about 12 minutes). baseline_stdlib.py is the CLI benchmark's
-# yardstick, no benchmark of its own
+# group's build), benchmarks/breaker_hold.py uses a PostgreSQL at 127.0.0.1:5432 with the
+# distributed group's driver and runs a whole Airflow twice per size (about 11 minutes in
+# all). baseline_stdlib.py is the CLI benchmark's yardstick, no benchmark of its own
 bench: install
 	@for script in $(filter-out benchmarks/baseline_stdlib.py,$(wildcard benchmarks/*.py)); do \
 		echo "==> $$script"; $(BIN)/python $$script || exit 1; done
