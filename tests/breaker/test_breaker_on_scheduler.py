@@ -74,6 +74,7 @@ def stack(
         home=home,
         database_url=f"postgresql+psycopg2://{POSTGRES}/{database}",
         dags_folder=dags,
+        served_first=True,
         extra_env={
             **breaker_env(ROUND),
             "RW_FLEET_STANDIN": standin.url,
