@@ -63,7 +63,13 @@ system-packages:
 # last minutes: four took 1,101 s where three took 1,204, for the same CPU seconds
 TEST_WORKERS ?= 4
 test: install system-packages
-	$(BIN)/python -m pytest --numprocesses $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest --numprocesses $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone"
+
+# the breaker's fleets end to end (outage, brownout, faults), one module at a time on a
+# machine of their own, about 17 minutes: each measures how the scheduler paces a fleet
+# round by round, which a machine as busy as make test's (or CI's) does not keep
+test-alone: install
+	$(BIN)/python -m pytest -m alone
 
 lint: install
 	$(BIN)/ruff check .

@@ -14,10 +14,15 @@ is the one line that runs the breakers' controller.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -153,6 +158,48 @@ def create_pools(stack: AirflowStack, slots: int, plain_slots: int | None = None
     stack.api("POST", "/api/v2/pools", {"name": BREAKER_POOL, "slots": slots})
     size = slots if plain_slots is None else plain_slots
     stack.api("POST", "/api/v2/pools", {"name": PLAIN_POOL, "slots": size})
+
+
+@contextmanager
+def fleet_stack(
+    home: Path, standin: DependencyStandIn, round_seconds: int, map_indexes: int, slots: int
+) -> Iterator[AirflowStack]:
+    """A whole Airflow on a PostgreSQL database of its own, running the fleet against
+    ``standin``: the breaker pool and the plain fleet's of ``slots`` slots each, every DAG
+    parsed and the controller's first round done; stopped and its database dropped after.
+    """
+    from devstack.distributed import POSTGRES, admin_sql  # it imports this module
+
+    dags = home / "dags"
+    dags.mkdir()
+    for dag_file in (FLEET_FILE, CONTROLLER_FILE):
+        shutil.copy(dag_file, dags)
+    database = f"retrywindow_{home.name}_{os.getpid()}_{int(time.time())}"
+    admin_sql(f'CREATE DATABASE "{database}"')
+    running = AirflowStack(
+        home=home,
+        database_url=f"postgresql+psycopg2://{POSTGRES}/{database}",
+        dags_folder=dags,
+        extra_env={
+            **breaker_env(round_seconds),
+            "RW_FLEET_STANDIN": standin.url,
+            MAP_INDEXES_ENV: str(map_indexes),
+            # every slot of both pools may run at once, and the controller beside them
+            "AIRFLOW__CORE__PARALLELISM": str(2 * slots + 2),
+        },
+    )
+    try:
+        running.prepare()
+        running.start("api-server", "scheduler", "dag-processor", "triggerer")
+        create_pools(running, slots)
+        for dag_id in (*GATED_DAGS, PLAIN_DAG):
+            running.wait_for_dag(dag_id)
+        # the controller writes its line on the pool at its first round
+        running.wait_for(lambda: breaker_line(running) is not None, "the breaker", timeout=180)
+        yield running
+    finally:
+        running.stop()
+        admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 def breaker_line(stack: AirflowStack, pool: str = BREAKER_POOL) -> dict[str, Any] | None:

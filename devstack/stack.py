@@ -140,12 +140,6 @@ def end_group(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
-#: how much less nice a stack's services run when it is served first: CI starts the suite
-#: and the chains beside it at nice 5, so a stack served first runs at the default, with
-#: three times the CPU share of each stack beside it while the machine is busy
-FIRST_SERVED = 5
-
-
 @dataclass
 class AirflowStack:
     """An Airflow home, its metadata DB and the services running on it.
@@ -157,10 +151,6 @@ class AirflowStack:
     :param extra_env: more ``AIRFLOW__...`` settings (broker URL, ...).
     :param service_env: per service name, settings for that service alone (its
         workers too, where it starts them), read when it is (re)started.
-    :param served_first: its services run :data:`FIRST_SERVED` steps less nice than the
-        process that starts them, where the user may (root, as in CI): a test that
-        measures how the scheduler paces a fleet round by round takes the CPU before the
-        stacks beside it, which only wait for an outcome.
     """
 
     home: Path
@@ -172,7 +162,6 @@ class AirflowStack:
     port: int = field(default_factory=free_port)
     execution_port: int = field(default_factory=free_port)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    served_first: bool = False
 
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -333,11 +322,8 @@ class AirflowStack:
     def _launch(self, name: str) -> None:
         binary = Path(sys.executable).with_name("airflow")
         out = (self.logs / f"{name}.log").open("ab")
-        # nice runs the service anyway where the user may not lower its niceness (not
-        # root: a machine of one's own, not shared as CI's is)
-        first = ["nice", "-n", str(-FIRST_SERVED)] if self.served_first else []
         self.processes[name] = subprocess.Popen(
-            [*first, str(binary), *SERVICES[name], *self._port_arguments(name)],
+            [str(binary), *SERVICES[name], *self._port_arguments(name)],
             env={**self.env, **self.service_env.get(name, {})},
             stdout=out,
             stderr=subprocess.STDOUT,

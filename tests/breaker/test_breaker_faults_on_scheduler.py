@@ -26,7 +26,7 @@ from devstack.breaker_fleet import BREAKER_POOL, CONTROLLER_FILE, breaker_env, b
 from devstack.distributed import POSTGRES, admin_sql
 from devstack.stack import ADMIN, API_CONNECTION, AirflowStack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=6)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=6), pytest.mark.alone]
 
 ROUND = 10
 SLOTS = 6

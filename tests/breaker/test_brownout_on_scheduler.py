@@ -10,8 +10,6 @@ the breaker gives it is sampled every second from its description.
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -20,21 +18,16 @@ from dataclasses import dataclass
 import pytest
 
 from devstack.breaker_fleet import (
-    CONTROLLER_FILE,
-    FLEET_FILE,
     GATED_DAGS,
-    MAP_INDEXES_ENV,
     PLAIN_DAG,
     DependencyStandIn,
-    breaker_env,
     breaker_line,
-    create_pools,
     final_states,
+    fleet_stack,
 )
-from devstack.distributed import POSTGRES, admin_sql
 from devstack.stack import AirflowStack
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=10)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow(minutes=10), pytest.mark.alone]
 
 ROUND = 15
 SLOTS = 16
@@ -63,35 +56,8 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory, standin: DependencyStandIn
 ) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("brownout")
-    dags = home / "dags"
-    dags.mkdir()
-    for dag_file in (FLEET_FILE, CONTROLLER_FILE):
-        shutil.copy(dag_file, dags)
-    database = f"retrywindow_brownout_{os.getpid()}_{int(time.time())}"
-    admin_sql(f'CREATE DATABASE "{database}"')
-    running = AirflowStack(
-        home=home,
-        database_url=f"postgresql+psycopg2://{POSTGRES}/{database}",
-        dags_folder=dags,
-        served_first=True,
-        extra_env={
-            **breaker_env(ROUND),
-            "RW_FLEET_STANDIN": standin.url,
-            MAP_INDEXES_ENV: str(MAP_INDEXES),
-            "AIRFLOW__CORE__PARALLELISM": str(2 * SLOTS + 2),
-        },
-    )
-    try:
-        running.prepare()
-        running.start("api-server", "scheduler", "dag-processor", "triggerer")
-        create_pools(running, SLOTS)
-        for dag_id in (*GATED_DAGS, PLAIN_DAG):
-            running.wait_for_dag(dag_id)
-        running.wait_for(lambda: breaker_line(running) is not None, "the breaker", timeout=180)
+    with fleet_stack(home, standin, ROUND, MAP_INDEXES, SLOTS) as running:
         yield running
-    finally:
-        running.stop()
-        admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 @dataclass(frozen=True)
