@@ -132,6 +132,10 @@ class _Follower:
             kept = self.clock.kept()
             if kept != self.applied:
                 self.travel.move_to(self.clock.now(), tick=_running(kept))
+                # time-machine starts a moved clock ticking at its first read, not at the
+                # move: a process that read no time for seconds (an idle worker, forked for
+                # a task later) ran that far behind the clock, and a gate took it for skew
+                time.time()
                 self.applied = kept
 
     def _follow(self) -> None:

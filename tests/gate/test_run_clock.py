@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pendulum
@@ -73,3 +74,47 @@ def test_a_process_stops_the_clock_and_follows_the_test_moving_it_and_so_does_it
     assert set(told) == {"parent", "child"}
     for when in told.values():  # an hour on, running: a few real seconds past it at most
         assert later.timestamp() <= when < later.add(minutes=1).timestamp()
+
+
+#: a process on the clock that reads no time until the test says so, long after the test
+#: set the clock running: as an idle worker does, forked for a task seconds later
+IDLE_ON_THE_CLOCK = """
+import json, os, sys, threading, time
+
+from tests.gate import run_clock
+
+(follower,) = run_clock._FOLLOWING
+while not run_clock._running(follower.applied):  # the change applied; no time read
+    threading.Event().wait(0.01)
+os.write(1, b"applied\\n")
+sys.stdin.readline()
+os.write(1, (json.dumps(time.time()) + "\\n").encode())
+"""
+#: how far apart two processes' real clocks may read: each takes it from the pair of wall
+#: and monotonic clocks it read at its start, which are read a few microseconds apart
+REAL_CLOCKS_AGREE = 0.001
+
+
+def test_a_process_idle_since_the_clock_was_set_running_tells_the_time_it_runs_at(
+    tmp_path: Path,
+) -> None:
+    clock = RunClock.started(tmp_path / "run-clock")
+    clock.stop_at(pendulum.datetime(2026, 12, 3, tz="UTC").timestamp())
+    env = {**os.environ, **clock.services_env(str(ROOT))}
+    process = subprocess.Popen(
+        [sys.executable, "-c", IDLE_ON_THE_CLOCK],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+    clock.run_from(pendulum.datetime(2026, 12, 3, 1, tz="UTC"))
+    assert process.stdout.readline() == "applied\n"
+    idle = threading.Event()
+    idle.wait(0.5)  # real time the process spends reading no time
+    before = clock.now()
+    process.stdin.write("go\n")
+    process.stdin.flush()
+    told = json.loads(process.stdout.readline())
+    after = clock.now()
+    assert process.wait(timeout=60) == 0
+    # the clock the process tells runs from when it was set running, not from its first read
+    assert before - REAL_CLOCKS_AGREE <= told <= after + REAL_CLOCKS_AGREE
