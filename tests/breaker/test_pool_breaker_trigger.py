@@ -11,6 +11,7 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_retrywindow.breaker import control
 from airflow_retrywindow.breaker.control import Controller
 from airflow_retrywindow.breaker.settings import BreakerPools, BreakerSettings
 from airflow_retrywindow.hooks.api_reader import PoolListing, PoolRow, PoolTry
@@ -79,6 +80,8 @@ def running(monkeypatch: pytest.MonkeyPatch) -> tuple[Pools, Clock]:
     found = Pools(row, [])
     clock = Clock(START)
     monkeypatch.setattr("airflow_retrywindow.configuration.breaker_pools", lambda: POOLS)
+    # the API server's clock is the trigger's: a round never reads this machine's
+    monkeypatch.setattr(control, "server_now", lambda api: clock.now())
     monkeypatch.setattr(
         pool_breaker,
         "breaker_controller",
