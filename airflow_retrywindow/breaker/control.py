@@ -49,6 +49,10 @@ SUCCESS = "success"
 UP_FOR_RETRY = "up_for_retry"
 #: rows of a round's page: a sample of its tries' durations when more ended
 PAGE = 100
+#: how long before a held pool's next round its controller's lease is renewed (a worker
+#: start's time, or a new run's); a trigger that starts that close to a pool's round makes
+#: it at once, with the reads it makes anyway
+RENEW_AHEAD = timedelta(seconds=5)
 #: how long a probe's slot stays open before it is closed again: past the scheduler's
 #: next loop (about a second). A gated probe that fails sooner closes it itself, before
 #: its slot is freed (:mod:`.trip`); a task without a retry policy cannot
@@ -87,12 +91,15 @@ class Turn:
     :param state: its breaker after the round, ``None`` once it is no breaker.
     :param slots: the size given to the pool, ``None`` when left as it was.
     :param reason: why, in one line.
+    :param wait: how long until the pool's next round, when it was not looked at: its
+        line says its last round was less than a round ago.
     """
 
     pool: str
     state: BreakerState | None
     slots: int | None
     reason: str
+    wait: timedelta | None = None
 
 
 @dataclass
@@ -112,8 +119,13 @@ class Controller:
     sleep: Callable[[float], None] = time.sleep
     states: dict[str, BreakerState] = field(default_factory=dict)
 
-    def round(self, due: Collection[str]) -> list[Turn]:
-        """One round of the pools ``due``, and of every pool that is a breaker no more."""
+    def round(self, due: Collection[str], *, unscheduled: Collection[str] = ()) -> list[Turn]:
+        """One round of the pools ``due``, and of every pool that is a breaker no more.
+
+        A pool of ``unscheduled`` (its trigger started with no time for its next round)
+        whose line says its round is not due within :data:`RENEW_AHEAD` is not looked at:
+        its turn says how long until its round, so that its rounds keep their length.
+        """
         rows = dict(self.api.pools())
         now = server_now(self.api)
         turns = []
@@ -126,7 +138,8 @@ class Controller:
             if name not in rows:
                 turns.append(Turn(name, None, None, f"pool {name!r} does not exist"))
                 continue
-            turns.append(self._turn(rows[name], now, forced.get(name)))
+            waiting = self._waiting(rows[name], now) if name in unscheduled else None
+            turns.append(waiting or self._turn(rows[name], now, forced.get(name)))
         return turns
 
     def give_back(self, reason: str) -> list[Turn]:
@@ -160,6 +173,18 @@ class Controller:
         self.states[name] = done
         metrics.breaker_state(name, slots=done.slots, size=done.size, is_open=done.phase == OPEN)
         return Turn(name, done, found.slots, done.reason)
+
+    def _waiting(self, row: Any, now: pendulum.DateTime) -> Turn | None:
+        """The turn of a pool whose round is not due yet, else ``None``."""
+        settings = self.pools.of(row.name)
+        state = BreakerState.in_description(row.description)
+        if settings is None or state is None or state.pool != row.name:
+            return None
+        wait = state.checked_at + timedelta(seconds=settings.round) - now
+        if wait <= RENEW_AHEAD:
+            return None
+        self.states[row.name] = state
+        return Turn(row.name, state, None, f"its last round was {state.checked_at}", wait=wait)
 
     def _reading(
         self,

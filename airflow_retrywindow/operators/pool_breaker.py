@@ -3,9 +3,13 @@
 The controller is one deferred task: its trigger
 (:class:`~airflow_retrywindow.triggers.pool_breaker.PoolBreakerTrigger`) runs every
 breaker pool's rounds in the triggerer, holding no worker and no slot of any breaker
-pool. The deferral's timeout is its lease, renewed by a resume: before every round while
-a pool is held, about every ten rounds while none is. When the lease runs out, no
-triggerer ran the trigger in time (none runs, or none came back after a restart):
+pool. The deferral's timeout is its lease. While a pool is held the lease is short and
+renewed before every round: on Airflow 3.3 the trigger ends its run, and the scheduler
+defers the next run's task straight to a new trigger, with no worker (a worker's resume
+would have the scheduler skip its idle sleep twice, and check every held run sooner,
+which costs it more the more task instances wait); before 3.3 a worker resumes the task.
+While none is held a worker renews it about every ten rounds. When the lease runs out,
+no triggerer ran the trigger in time (none runs, or none came back after a restart):
 Airflow's scheduler resumes the task anyway, and the task gives every held pool back its
 owner's size, says so, and defers again. A held pool is back at its size within about
 two of its rounds of losing its controller; a pool that holds nothing loses nothing.
@@ -59,12 +63,14 @@ class PoolBreakerOperator(BaseOperator):
     template_fields = ("airflow_conn_id",)
 
     def __init__(self, *, airflow_conn_id: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
         if airflow_conn_id is not None and not (
             isinstance(airflow_conn_id, str) and airflow_conn_id
         ):
             raise ValueError(f"airflow_conn_id must be a connection id, got {airflow_conn_id!r}")
+        super().__init__(**kwargs)
         self.airflow_conn_id = airflow_conn_id
+        for name, value in _started_by_the_scheduler(airflow_conn_id).items():
+            setattr(self, name, value)
 
     def execute(self, context: Context) -> None:
         """Start the controller: the first lease is a short one, a pool may be held."""
@@ -104,8 +110,7 @@ class PoolBreakerOperator(BaseOperator):
                 conn_id=self._conn_id(), due=due, renew_at=renew_at.isoformat()
             ),
             method_name=RENEW,
-            # a plain timedelta: Airflow's message to the task's supervisor takes no pendulum type
-            timeout=timedelta(seconds=(renew_at - now).total_seconds()) + round_ / 2 + LEASE_GRACE,
+            timeout=_lease(timedelta(seconds=(renew_at - now).total_seconds()), round_),
         )
 
     def _lost(self, error: str) -> None:
@@ -118,6 +123,38 @@ class PoolBreakerOperator(BaseOperator):
 
     def _conn_id(self) -> str:
         return self.airflow_conn_id or configuration.default_conn_id()
+
+
+def _lease(until_renewal: timedelta, round_: timedelta) -> timedelta:
+    """The deferral's timeout for a renewal due in ``until_renewal``: half a round and the
+    scheduler's check later. A plain timedelta: Airflow's message to the task's supervisor
+    takes no pendulum type."""
+    return until_renewal + round_ / 2 + LEASE_GRACE
+
+
+def _started_by_the_scheduler(airflow_conn_id: str | None) -> dict[str, Any]:
+    """The task's attributes that have the scheduler defer each run's task to the trigger
+    on a short lease, with no worker (Airflow 3.3); none before 3.3, which starts no task
+    from a trigger."""
+    from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS
+
+    if not AIRFLOW_V_3_3_PLUS:
+        return {}
+    from airflow.triggers.base import StartTriggerArgs
+
+    from airflow_retrywindow.triggers.pool_breaker import CLASSPATH
+
+    round_ = timedelta(seconds=configuration.breaker_pools().shortest_round())
+    conn_id = airflow_conn_id or configuration.default_conn_id()
+    return {
+        "start_from_trigger": True,
+        "start_trigger_args": StartTriggerArgs(
+            trigger_cls=CLASSPATH,
+            next_method=RENEW,
+            trigger_kwargs={"conn_id": conn_id, "due": {}, "renew_at": ""},
+            timeout=_lease(round_, round_),
+        ),
+    }
 
 
 def pool_breaker_dag(*, airflow_conn_id: str | None = None, pool: str | None = None) -> DAG:

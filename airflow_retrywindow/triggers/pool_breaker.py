@@ -3,8 +3,11 @@
 One trigger runs every breaker pool of the Airflow (at most one per pool, none per held
 task): each pool's round when it is due (:class:`~airflow_retrywindow.breaker.control.Controller`,
 in a thread, as its reads block). The controller's task defers to it with a timeout, its
-lease: the trigger yields to have the lease renewed before it runs out, after every round
-while a pool is held, about every ten rounds while none is. When no triggerer runs the
+lease: the trigger yields to have the lease renewed before it runs out, before every round
+while a pool is held, about every ten rounds while none is. A held pool's renewal on
+Airflow 3.3 ends the controller's run (a task success event, no worker); the next run's
+trigger, which the scheduler starts, reads from each pool's line when its round is due,
+so that a round keeps its length. When no triggerer runs the
 trigger in time the lease runs out and the task gives every pool back its size
 (:mod:`airflow_retrywindow.operators.pool_breaker`). A round that cannot be made (the API
 server away, the connection's password changed) is logged and made again the next
@@ -16,20 +19,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
-from airflow_retrywindow.breaker.control import Controller
+from airflow_retrywindow.breaker.control import RENEW_AHEAD, Controller
 from airflow_retrywindow.redaction import describe_exception
+from airflow_retrywindow.version_compat import AIRFLOW_V_3_3_PLUS
 
 log = logging.getLogger(__name__)
 
 #: where the triggerer imports the trigger from
 CLASSPATH = f"{__name__}.PoolBreakerTrigger"
-#: how long before a held pool's next round the lease is renewed: a worker start's time
-RENEW_AHEAD = pendulum.duration(seconds=5)
 
 
 class PoolBreakerTrigger(BaseTrigger):
@@ -37,7 +40,8 @@ class PoolBreakerTrigger(BaseTrigger):
 
     :param conn_id: the connection to Airflow's REST API.
     :param due: when each breaker pool's next round is due (ISO 8601), by pool.
-    :param renew_at: when to yield for the lease's renewal at the latest (ISO 8601).
+    :param renew_at: when to yield for the lease's renewal at the latest (ISO 8601); empty
+        when the scheduler started the trigger, as each run of the controller starts.
     """
 
     #: the trigger's clock and wait: a test gives its own, which move together
@@ -62,30 +66,46 @@ class PoolBreakerTrigger(BaseTrigger):
         pools = configuration.breaker_pools()
         now = self.clock()
         due = {name: _instant(self.due[name]) if name in self.due else now for name in pools.pools}
-        renew_at = _instant(self.renew_at)
+        # started with no time for a pool's next round (by the scheduler, as each run of the
+        # controller starts): its line tells when its last round was
+        unscheduled = [name for name in pools.pools if name not in self.due]
+        # started by the scheduler (a run's first lease): the lease began a moment ago
+        renew_at = (
+            _instant(self.renew_at) if self.renew_at else now.add(seconds=pools.shortest_round())
+        )
         controller: Controller | None = None
         held = False
         while (now := self.clock()) < renew_at:
             ready = sorted(name for name, at in due.items() if at <= now)
             if ready:
-                controller = await asyncio.to_thread(self._round, controller, ready)
+                controller, waits = await asyncio.to_thread(
+                    self._round, controller, ready, unscheduled
+                )
+                unscheduled = []
                 for name in ready:
-                    due[name] = now.add(seconds=pools.pools[name].round)
+                    due[name] = now + waits.get(name, timedelta(seconds=pools.pools[name].round))
                 held = _holding(controller)
-                if held:
+                if held and len(waits) < len(ready):  # after a round that looked at a pool
                     # held pools renew the lease before each round: it stays short
                     renew_at = min(renew_at, min(due.values()) - RENEW_AHEAD)
             wake = min([renew_at, *due.values()])
             await self.sleep(max((wake - self.clock()).total_seconds(), 0.0))
+        if held and AIRFLOW_V_3_3_PLUS:
+            # the run ends; the next starts its trigger with no worker, on a short lease
+            yield TaskSuccessEvent()
+            return
         event = {"due": {name: at.isoformat() for name, at in due.items()}}
         yield TriggerEvent({**event, "holding": held})  # type: ignore[no-untyped-call]
 
-    def _round(self, controller: Controller | None, ready: list[str]) -> Controller | None:
-        """One round of the pools ``ready``; the controller to keep (``None`` after a failed
-        round: the next one reads the connection anew, its password may have changed)."""
+    def _round(
+        self, controller: Controller | None, ready: list[str], unscheduled: list[str]
+    ) -> tuple[Controller | None, dict[str, timedelta]]:
+        """One round of the pools ``ready``: the controller to keep (``None`` after a failed
+        round: the next one reads the connection anew, its password may have changed), and
+        how long until the round of each pool it did not look at."""
         try:
             controller = controller or breaker_controller(self.conn_id)
-            turns = controller.round(ready)
+            turns = controller.round(ready, unscheduled=unscheduled)
         except Exception as error:
             log.warning(
                 "Retry window breakers: a round of %s could not be made (%s); the pools stay "
@@ -93,10 +113,11 @@ class PoolBreakerTrigger(BaseTrigger):
                 ", ".join(ready),
                 describe_exception(error),
             )
-            return None
+            return None, {}
         for turn in turns:
-            log.info("Retry window breaker %s: %s", turn.pool, turn.reason)
-        return controller
+            if turn.wait is None:
+                log.info("Retry window breaker %s: %s", turn.pool, turn.reason)
+        return controller, {turn.pool: turn.wait for turn in turns if turn.wait is not None}
 
 
 def breaker_controller(conn_id: str) -> Controller:

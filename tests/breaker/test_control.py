@@ -13,7 +13,13 @@ import pendulum
 import pytest
 
 from airflow_retrywindow.breaker import control
-from airflow_retrywindow.breaker.control import FORCE_PREFIX, PROBE_WAIT, Controller, server_now
+from airflow_retrywindow.breaker.control import (
+    FORCE_PREFIX,
+    PROBE_WAIT,
+    RENEW_AHEAD,
+    Controller,
+    server_now,
+)
 from airflow_retrywindow.breaker.law import ON_CALL
 from airflow_retrywindow.breaker.settings import BreakerPools, BreakerSettings
 from airflow_retrywindow.records.breaker_state import (
@@ -157,6 +163,20 @@ def test_an_open_breaker_whose_probe_is_not_due_keeps_its_line_current_and_probe
     assert state is not None and state.checked_at == api.now and state.probes == 0
     # and the failure marks are not read while it is open: nothing of the pool runs
     assert "xcom_count" not in api.requests()
+
+
+def test_a_pool_looked_at_less_than_a_round_ago_waits_for_the_rest_of_it_when_unscheduled() -> None:
+    api = _later(_opened(probe_due=START.add(minutes=10)), seconds=ROUND - 8)
+    (turn,) = _controller(api).round([POOL], unscheduled=[POOL])
+    # its line's last round was 22 s ago: nothing more is read, nothing written
+    assert api.requests() == ["pools", "variables"]
+    assert turn.wait == timedelta(seconds=8) and turn.slots is None
+    assert turn.state == _state(api)
+    # due within the lease's renewal, or when its trigger knows when its round is: looked at
+    for since, unscheduled in ((ROUND - RENEW_AHEAD.seconds, [POOL]), (ROUND - 8, [])):
+        looked = _later(_opened(probe_due=START.add(minutes=10)), seconds=since)
+        (turn,) = _controller(looked).round([POOL], unscheduled=unscheduled)
+        assert turn.wait is None and "pool_listing" in looked.requests()
 
 
 @pytest.mark.parametrize("size", [24, 1])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pendulum
 import pytest
+from airflow.triggers.base import TaskSuccessEvent, TriggerEvent
 
 from airflow_retrywindow.breaker import control
 from airflow_retrywindow.breaker.control import Controller
@@ -90,14 +91,18 @@ def running(monkeypatch: pytest.MonkeyPatch) -> tuple[Pools, Clock]:
     return found, clock
 
 
-def events(trigger: PoolBreakerTrigger, clock: Clock) -> list[dict[str, Any]]:
+def yielded(trigger: PoolBreakerTrigger, clock: Clock) -> list[TriggerEvent]:
     trigger.clock = clock.now  # type: ignore[method-assign]
     trigger.sleep = clock.sleep  # type: ignore[method-assign]
 
-    async def collect() -> list[dict[str, Any]]:
-        return [event.payload async for event in trigger.run()]
+    async def collect() -> list[TriggerEvent]:
+        return [event async for event in trigger.run()]
 
     return asyncio.run(collect())
+
+
+def events(trigger: PoolBreakerTrigger, clock: Clock) -> list[dict[str, Any]]:
+    return [event.payload for event in yielded(trigger, clock)]
 
 
 def test_the_trigger_watches_a_closed_pool_each_round_until_its_lease_is_renewed(
@@ -113,19 +118,45 @@ def test_the_trigger_watches_a_closed_pool_each_round_until_its_lease_is_renewed
     assert sum(clock.waits) == pytest.approx(150)
 
 
+@pytest.mark.parametrize("started_by_the_scheduler", [True, False])
 def test_a_pool_that_starts_holding_renews_the_lease_before_its_next_round(
-    running: tuple[Pools, Clock],
+    running: tuple[Pools, Clock], monkeypatch: pytest.MonkeyPatch, started_by_the_scheduler: bool
 ) -> None:
     found, clock = running
+    monkeypatch.setattr(pool_breaker, "AIRFLOW_V_3_3_PLUS", started_by_the_scheduler)
     found.ended = refused(5, START.add(seconds=10))
     trigger = PoolBreakerTrigger(conn_id="api", due={}, renew_at=START.add(hours=1).isoformat())
-    (event,) = events(trigger, clock)
+    (event,) = yielded(trigger, clock)
     state = BreakerState.in_description(found.row.description)
     assert state is not None and state.phase == OPEN and found.row.slots == 0
     # watched at 0 s, tripped at 15 s, then a yield 5 s before the next round: a short lease
-    assert event["holding"] is True
     assert clock.at == START.add(seconds=25)
-    assert event["due"] == {"positions_api": START.add(seconds=30).isoformat()}
+    if started_by_the_scheduler:
+        # Airflow 3.3: the run ends, with no worker; the next starts in the triggerer
+        assert isinstance(event, TaskSuccessEvent)
+        return
+    assert type(event) is TriggerEvent and event.payload["holding"] is True
+    assert event.payload["due"] == {"positions_api": START.add(seconds=30).isoformat()}
+
+
+def test_a_trigger_the_scheduler_started_keeps_the_rounds_its_pools_lines_tell(
+    running: tuple[Pools, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found, clock = running
+    monkeypatch.setattr(pool_breaker, "AIRFLOW_V_3_3_PLUS", True)
+    opened = BreakerState.closed("positions_api", 8, START, "").moved(OPEN, 0, START, "refused")
+    # the run before looked at the pool 5 s ago, and ended
+    looked = replace(opened, checked_at=START.subtract(seconds=5), next_probe=START.add(hours=1))
+    found.row = replace(found.row, slots=0, description=looked.described("Positions API"))
+    (event,) = yielded(PoolBreakerTrigger(conn_id="api", due={}, renew_at=""), clock)
+    # its round waited for the 10 s left of it, then kept the open pool's line current
+    assert clock.waits[0] == pytest.approx(10)
+    assert found.sizes == [0]
+    state = BreakerState.in_description(found.row.description)
+    assert state is not None and state.checked_at == START.add(seconds=10)
+    # the lease the scheduler began is renewed within a round, by ending the run
+    assert isinstance(event, TaskSuccessEvent)
+    assert clock.at == START.add(seconds=15)
 
 
 def test_a_round_that_fails_is_made_again_with_a_new_controller(
@@ -141,6 +172,7 @@ def test_a_round_that_fails_is_made_again_with_a_new_controller(
         return Controller(found, POOLS, sleep=lambda s: None)
 
     monkeypatch.setattr(pool_breaker, "breaker_controller", controller)
+    monkeypatch.setattr(pool_breaker, "AIRFLOW_V_3_3_PLUS", False)  # resumed by a worker
     first = PoolBreakerTrigger(conn_id="api", due={}, renew_at=START.add(hours=1).isoformat())
     (event,) = events(first, clock)
     # nobody could look at the pools: the lease is renewed short, before the next round
@@ -175,3 +207,25 @@ def test_the_controllers_task_defers_with_a_plain_timedelta_lease(
     assert renew_at == START.add(seconds=15)
     assert deferred.value.timeout > timedelta(0) or renew_at < pendulum.now("UTC")
     assert timedelta(seconds=30) >= LEASE_GRACE
+
+
+@pytest.mark.parametrize("airflow_3_3", [True, False])
+def test_the_controllers_task_starts_in_the_triggerer_where_airflow_can(
+    monkeypatch: pytest.MonkeyPatch, airflow_3_3: bool
+) -> None:
+    from airflow_retrywindow.operators.pool_breaker import LEASE_GRACE, RENEW, PoolBreakerOperator
+
+    monkeypatch.setattr("airflow_retrywindow.configuration.breaker_pools", lambda: POOLS)
+    monkeypatch.setattr("airflow_retrywindow.version_compat.AIRFLOW_V_3_3_PLUS", airflow_3_3)
+    task = PoolBreakerOperator(task_id="control", airflow_conn_id="api")
+    if not airflow_3_3:  # Airflow 3.1 and 3.2 start no task from a trigger: a worker does
+        assert task.start_from_trigger is False and task.start_trigger_args is None
+        return
+    # the scheduler defers each run's task to the trigger with no worker, on a short lease
+    assert task.start_from_trigger is True
+    started = task.start_trigger_args
+    assert started is not None
+    assert started.trigger_cls == pool_breaker.CLASSPATH and started.next_method == RENEW
+    assert started.trigger_kwargs == {"conn_id": "api", "due": {}, "renew_at": ""}
+    # renewed within a round, with half a round and the scheduler's check to spare
+    assert started.timeout == timedelta(seconds=15 + 7.5) + LEASE_GRACE
