@@ -141,6 +141,8 @@ MEASURED = {
 }
 #: the scheduler's own process, measured apart from its tree
 SCHEDULER_ALONE = "main"
+#: the PostgreSQL backends of the scenario's database
+DATABASE = "db"
 #: requests further apart than this are of two rounds of the controller
 BURST_GAP = 3.0
 #: how often the trigger table is read in the window
@@ -379,14 +381,34 @@ def cpu_ticks(pid: int, *, reaped: bool) -> int:
 
 
 def cpu_now(stack: AirflowStack) -> dict[str, float]:
-    """CPU seconds so far of each measured service's process tree, and of the scheduler's
-    own process alone (``main``: its loop, without its workers)."""
+    """CPU seconds so far of each measured service's process tree, of the scheduler's own
+    process alone (``main``: its loop, without its workers), and of the database's
+    backends (``db``), summed as :func:`backends_cpu` reads them."""
     found = {
         name: sum(cpu_ticks(pid, reaped=True) for pid in process_tree(stack.processes[service].pid))
         for name, service in MEASURED.items()
     }
     found[SCHEDULER_ALONE] = cpu_ticks(stack.processes["scheduler"].pid, reaped=False)
     return {name: ticks / os.sysconf("SC_CLK_TCK") for name, ticks in found.items()}
+
+
+def backends_cpu(stack: AirflowStack) -> dict[int, int]:
+    """CPU ticks so far of each PostgreSQL backend connected to the stack's database.
+
+    The services keep their connections in pools, so a window's difference per backend
+    seen at both ends is nearly all of it; a backend seen only at the end counts whole, one
+    that ended inside the window is lost (the postmaster reaps it, for every database).
+    """
+    pids = [pid for (pid,) in stack.rows(
+        "select pid from pg_stat_activity where datname = current_database()"
+    )]  # fmt: skip
+    return {pid: cpu_ticks(pid, reaped=False) for pid in pids}
+
+
+def backends_spent(before: dict[int, int], after: dict[int, int]) -> float:
+    """CPU seconds the backends spent between two reads of :func:`backends_cpu`."""
+    ticks = sum(spent - before.get(pid, 0) for pid, spent in after.items())
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 # -- a scenario ------------------------------------------------------------------------
@@ -589,13 +611,14 @@ def measure(
         start = next_round(proxy, start, scenario) + scenario.round / 2
         time.sleep(max(0.0, start - time.time()))
     log(f"measuring {scenario.rounds} rounds of {scenario.round} s")
-    before, start = cpu_now(stack), time.time()
+    before, start, db_before = cpu_now(stack), time.time(), backends_cpu(stack)
     end, triggers, held_triggers = start + scenario.rounds * scenario.round, 0, 0
     while (now := time.time()) < end:
         rows, of_pool = trigger_rows(stack)
         triggers, held_triggers = max(triggers, rows), max(held_triggers, of_pool)
         time.sleep(min(TRIGGER_SAMPLE, max(0.0, end - now)))
     after, end = cpu_now(stack), time.time()
+    before[DATABASE], after[DATABASE] = 0.0, backends_spent(db_before, backends_cpu(stack))
     spans = (end - start) / scenario.round
     starts, since_run = fleet_starts(stack, run_id, start, end)
     rounds = rounds_of(proxy.between(start, end))
@@ -639,7 +662,7 @@ def run_scenario(scenario: Scenario, statsd: StatsdListener) -> Measured:
 
 HEADER = (
     f"{'size':>6} {'scenario':<8} {'waiting':>7} {'trig':>4} {'starts':>6} {'rounds':>6} "
-    f"{'req/rd':>6} {'REST':>5} {'exec':>5} {'sched':>6} {'main':>6} {'trigr':>5} "
+    f"{'req/rd':>6} {'REST':>5} {'exec':>5} {'sched':>6} {'main':>6} {'trigr':>5} {'db':>5} "
     f"{'loop':>5} {'loops':>5} {'check':>6} {'outside':>7} {'fleet s':>7} {'took s':>6}"
 )
 LEGEND = """\
@@ -647,10 +670,11 @@ per window: waiting = the fleet's task instances scheduled at its end; trig = th
 trigger rows at once; starts = the fleet's worker starts; rounds = the controller's rounds,
 req/rd = the most REST requests in one (token included). Per round, CPU ms of: REST = the
 REST API server, exec = the execution API server, sched = the scheduler with its
-LocalExecutor workers, main = the scheduler's own process alone, trigr = the triggerer.
-loop = the scheduler's mean loop, ms; loops = its loops per round; check = ms per round of
-them in its check of the fleet's run, outside = the rest of their time. fleet s = from the
-trigger until all waited; took s = the scenario, its stack's start and stop included."""
+LocalExecutor workers, main = the scheduler's own process alone, trigr = the triggerer,
+db = PostgreSQL's backends of the scenario's database. loop = the scheduler's mean loop,
+ms; loops = its loops per round; check = ms per round of them in its check of the fleet's
+run, outside = the rest of their time. fleet s = from the trigger until all waited;
+took s = the scenario, its stack's start and stop included."""
 
 
 def line(found: Measured) -> str:
@@ -661,7 +685,7 @@ def line(found: Measured) -> str:
         f"{found.scenario.size:>6} {found.scenario.name:<8} {found.waiting:>7} "
         f"{found.triggers:>4} {found.starts:>6} {len(found.requests):>6} {most:>6} "
         f"{cpu['REST']:>5.0f} {cpu['exec']:>5.0f} {cpu['sched']:>6.0f} {cpu['main']:>6.0f} "
-        f"{cpu['trig']:>5.0f} {found.loop_ms:>5.0f} {found.loops:>5.1f} "
+        f"{cpu['trig']:>5.0f} {cpu[DATABASE]:>5.0f} {found.loop_ms:>5.0f} {found.loops:>5.1f} "
         f"{found.fleet_check:>6.0f} {found.loop_outside:>7.0f} {found.fleet_seconds:>7.0f} "
         f"{found.took:>6.0f}"
     )
@@ -743,12 +767,13 @@ def print_added(adds: dict[int, dict[str, float]]) -> None:
     print("outside its check of the fleet's run (outside)")
     print(
         f"{'size':>6} {'API':>6} {'REST':>6} {'exec':>6} {'sched':>7} {'main':>7} {'trigr':>6} "
-        f"{'outside':>7}"
+        f"{'db':>6} {'outside':>7}"
     )
     for size, ms in adds.items():
         print(
             f"{size:>6} {ms['API']:>6.0f} {ms['REST']:>6.0f} {ms['exec']:>6.0f} "
-            f"{ms['sched']:>7.0f} {ms['main']:>7.0f} {ms['trig']:>6.0f} {ms['outside']:>7.0f}"
+            f"{ms['sched']:>7.0f} {ms['main']:>7.0f} {ms['trig']:>6.0f} {ms[DATABASE]:>6.0f} "
+            f"{ms['outside']:>7.0f}"
         )
 
 
