@@ -71,6 +71,14 @@ def test_the_older_minors_run_the_gates_fail_closed_path_and_its_metrics(
     ]
 
 
+def test_the_older_minors_hold_on_an_open_breaker_with_no_retry_policy(
+    noxfile: ModuleType,
+) -> None:
+    # the docs say the gate and the sensor hold on a breaker pool's state on 3.1 and 3.2
+    assert "tests/gate/test_pool_open_run.py" in noxfile.SUBSET
+    assert "tests/ui/test_breaker_rows.py" in noxfile.SUBSET
+
+
 #: the pair `make test` runs, beside the sessions: every test on Airflow 3.3 and Python 3.11
 SUITE = ("3.3", "3.11")
 
