@@ -39,10 +39,11 @@ that each of its rounds falls inside whole. What is measured in it:
   beside them;
 - CPU per round, user and system time from ``/proc``, of each service's process tree: the
   REST API server, the execution API server, the scheduler with its LocalExecutor workers
-  (they run the controller's task each time it renews its lease) and the triggerer (it
-  runs the controller's rounds), and the scheduler's own process alone (its loop). A
-  child's CPU counts once its parent has reaped it, so the short-lived task processes are
-  counted too; PostgreSQL's CPU is not;
+  (a worker runs the controller's task when its lease is renewed with no pool held) and
+  the triggerer (it runs the controller's rounds), and the scheduler's own process alone
+  (its loop). A child's CPU counts once its parent has reaped it, so the short-lived task
+  processes are counted too. And PostgreSQL's: its backends connected to the scenario's
+  database, read at both ends of the window (:func:`backends_cpu`);
 - the scheduler's loop: the mean of ``scheduler.scheduler_loop_duration``, which the
   scheduler alone sends through StatsD (``[metrics] statsd_on``) to a UDP listener of this
   script, and how many loops a round. Also the time a round of its loops spent in
@@ -64,12 +65,13 @@ then the targets of issue 46, one PASS/FAIL line each (exit status 1 if any fail
 - what the hold adds to the API servers' CPU per round (REST and execution together) at
   the largest size is at most 1.2x what it adds at the smallest, and the same of what it
   adds to the scheduler: its CPU with its workers and alone, and its loops' time outside
-  its check of the fleet's run. The scheduler's CPU fails it: each renewal of the
-  controller's lease queues a task and ends one, and the scheduler skips its idle sleep
-  after a loop that did either, so the next loop, and its check of the held run, comes
-  up to a second sooner. What the hold adds there is bounded by those skipped sleeps
-  (two a renewal, ``[scheduler] scheduler_idle_sleep_time`` each) whatever the size, but
-  at 1,000 a loop is much shorter than the sleep, so the ratio is several times 1.2.
+  its check of the fleet's run (wall time: it moves with what else the cores run). The
+  scheduler's lines held only once the controller's renewals stopped going through a
+  worker: a resumed task is queued and ends with an executor's event, and the scheduler
+  skips its idle sleep after a loop that had either, so each renewal brought its check of
+  the held run up to two sleeps sooner, a cost that grew with the run (6.2x from 1,000 to
+  10,000). On Airflow 3.3 a renewal is a new run whose task the scheduler defers to the
+  trigger itself.
 
 Every process it started is stopped and each database dropped, on an error or Ctrl-C too.
 A scenario's Airflow home (its services' logs) is deleted after it, and kept and named
