@@ -33,6 +33,12 @@ log = logging.getLogger(__name__)
 
 #: where the triggerer imports the trigger from
 CLASSPATH = f"{__name__}.PoolBreakerTrigger"
+#: the controller of each connection, kept in the triggerer's process from one trigger to
+#: the next: a held pool's trigger lasts a round (a run of the controller's DAG), and one
+#: kept keeps its client's token (a login a token's lifetime, not a round: a round stays
+#: within five requests) and the states it saw; dropped when a round fails, so that the
+#: next reads the connection anew
+KEPT: dict[str, Controller] = {}
 
 
 class PoolBreakerTrigger(BaseTrigger):
@@ -78,9 +84,7 @@ class PoolBreakerTrigger(BaseTrigger):
         while (now := self.clock()) < renew_at:
             ready = sorted(name for name, at in due.items() if at <= now)
             if ready:
-                controller, waits = await asyncio.to_thread(
-                    self._round, controller, ready, unscheduled
-                )
+                controller, waits = await asyncio.to_thread(self._round, ready, unscheduled)
                 unscheduled = []
                 for name in ready:
                     due[name] = now + waits.get(name, timedelta(seconds=pools.pools[name].round))
@@ -98,15 +102,16 @@ class PoolBreakerTrigger(BaseTrigger):
         yield TriggerEvent({**event, "holding": held})  # type: ignore[no-untyped-call]
 
     def _round(
-        self, controller: Controller | None, ready: list[str], unscheduled: list[str]
+        self, ready: list[str], unscheduled: list[str]
     ) -> tuple[Controller | None, dict[str, timedelta]]:
-        """One round of the pools ``ready``: the controller to keep (``None`` after a failed
-        round: the next one reads the connection anew, its password may have changed), and
-        how long until the round of each pool it did not look at."""
+        """One round of the pools ``ready``: the controller (``None`` after a failed round:
+        the next one reads the connection anew, its password may have changed), and how
+        long until the round of each pool it did not look at."""
         try:
-            controller = controller or breaker_controller(self.conn_id)
+            controller = KEPT.get(self.conn_id) or breaker_controller(self.conn_id)
             turns = controller.round(ready, unscheduled=unscheduled)
         except Exception as error:
+            KEPT.pop(self.conn_id, None)
             log.warning(
                 "Retry window breakers: a round of %s could not be made (%s); the pools stay "
                 "as they are until the next",
@@ -114,6 +119,7 @@ class PoolBreakerTrigger(BaseTrigger):
                 describe_exception(error),
             )
             return None, {}
+        KEPT[self.conn_id] = controller
         for turn in turns:
             if turn.wait is None:
                 log.info("Retry window breaker %s: %s", turn.pool, turn.reason)

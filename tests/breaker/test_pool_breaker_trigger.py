@@ -32,8 +32,11 @@ class Pools:
         self.ended = ended
         self.sizes: list[int] = []
         self.clock_offset = None
+        self.away = False
 
     def pools(self, names: Collection[str] | None = None) -> dict[str, PoolRow]:
+        if self.away:
+            raise ConnectionError("the API server is away")
         return {self.row.name: self.row}
 
     def pool_listing(self, pool: str, states: Collection[str], **kwargs: Any) -> PoolListing:
@@ -83,6 +86,7 @@ def running(monkeypatch: pytest.MonkeyPatch) -> tuple[Pools, Clock]:
     monkeypatch.setattr("airflow_retrywindow.configuration.breaker_pools", lambda: POOLS)
     # the API server's clock is the trigger's: a round never reads this machine's
     monkeypatch.setattr(control, "server_now", lambda api: clock.now())
+    monkeypatch.setattr(pool_breaker, "KEPT", {})  # no controller kept from another test
     monkeypatch.setattr(
         pool_breaker,
         "breaker_controller",
@@ -207,6 +211,29 @@ def test_the_controllers_task_defers_with_a_plain_timedelta_lease(
     assert renew_at == START.add(seconds=15)
     assert deferred.value.timeout > timedelta(0) or renew_at < pendulum.now("UTC")
     assert timedelta(seconds=30) >= LEASE_GRACE
+
+
+def test_the_next_trigger_keeps_the_controller_until_a_round_fails(
+    running: tuple[Pools, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found, clock = running
+    built: list[Controller] = []
+
+    def controller(conn_id: str) -> Controller:
+        built.append(Controller(found, POOLS, sleep=lambda s: None))
+        return built[-1]
+
+    monkeypatch.setattr(pool_breaker, "breaker_controller", controller)
+    for _ in range(2):  # a run of the controller's DAG each: the first client's token kept
+        events(PoolBreakerTrigger(conn_id="api", due={}, renew_at=""), clock)
+    assert len(built) == 1 and {"api": built[0]} == pool_breaker.KEPT
+    # a round that fails drops it: the next reads the connection anew
+    found.away = True
+    events(PoolBreakerTrigger(conn_id="api", due={}, renew_at=""), clock)
+    assert len(built) == 1 and pool_breaker.KEPT == {}
+    found.away = False
+    events(PoolBreakerTrigger(conn_id="api", due={}, renew_at=""), clock)
+    assert len(built) == 2 and {"api": built[1]} == pool_breaker.KEPT
 
 
 @pytest.mark.parametrize("airflow_3_3", [True, False])
