@@ -12,7 +12,8 @@ them. The API server uses a real auth manager that denies one user both examples
 Every process of the stack, services and tasks, runs on one clock the test controls
 (``tests/gate/run_clock.py``): it stops the clock before it triggers the gate example, so
 its sensor finds load's backoff whole however late a busy machine starts it, and sets it
-running from the end of the sensor's wait once the sensor deferred.
+running from the end of the sensor's wait once the sensor deferred and the worker that
+deferred it ended.
 """
 
 from __future__ import annotations
@@ -148,6 +149,11 @@ def runs(stack: AirflowStack, retry_policies: bool, clock: RunClock) -> dict[str
         "the gate example's sensor to defer its wait",
         timeout=300,
     )
+    # and the worker that deferred it gone, its end taken by the scheduler: before 3.3 the
+    # scheduler fails a resumed task when its deferral's end comes in after the resume
+    stack.wait_for(
+        lambda: deferral_ended(stack, SENSOR), "the sensor's deferral to end", timeout=120
+    )
     (wait,) = gate_run.record(SENSOR)["waits"]
     clock.run_from(_parsed(wait["until"]))
     if retry_policies:
@@ -155,6 +161,12 @@ def runs(stack: AirflowStack, retry_policies: bool, clock: RunClock) -> dict[str
     for dag_id, run_id in started.items():
         assert stack.wait_for_run(dag_id, run_id, timeout=300) == "success"
     return {dag_id: FinishedRun(stack, run_id, dag_id) for dag_id, run_id in started.items()}
+
+
+def deferral_ended(stack: AirflowStack, task_id: str) -> bool:
+    """Whether the scheduler took the executor's event of ``task_id``'s first process."""
+    logged = (stack.logs / "scheduler.log").read_text(errors="replace")
+    return f"TaskInstance Finished: dag_id={GATE_DAG_ID}, task_id={task_id}," in logged
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,10 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
-from airflow.sdk.exceptions import AirflowFailException
 from settling import settle_past
 
 from airflow_retrywindow import Deadline, RetryWindowGateOperator, RetryWindowSensor, Work
+from airflow_retrywindow.version_compat import AirflowFailException
 
 POOL = "rw_gate_feed"
 DEADLINE = Deadline.after_data_interval_end(hours=6)
