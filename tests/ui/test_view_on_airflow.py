@@ -149,8 +149,9 @@ def runs(stack: AirflowStack, retry_policies: bool, clock: RunClock) -> dict[str
         "the gate example's sensor to defer its wait",
         timeout=300,
     )
-    # and the worker that deferred it gone, its end taken by the scheduler: before 3.3 the
-    # scheduler fails a resumed task when its deferral's end comes in after the resume
+    # and the worker that deferred it gone, its end taken by the scheduler: the scheduler
+    # fails a resumed task when its deferral's end comes in after the resume, which a clock
+    # set running at once made likely (a backoff's time then passes in no time)
     stack.wait_for(
         lambda: deferral_ended(stack, SENSOR), "the sensor's deferral to end", timeout=120
     )
